@@ -1,0 +1,236 @@
+"""Stacked OmegaConf configs, validated against the host's schema and each plugin's config dataclass.
+
+Files stack in the order given (dicts merge key by key, lists and scalars are replaced by the later file), then
+``key=value`` overrides from the command line. Every layer is validated on its own first, so an error names the
+file (or "command line") and the full key. Only the plugins named in ``plugins:`` are imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from stackrl.errors import ConfigError, did_you_mean
+from stackrl.manager import InstalledPlugin, find_plugin, installed_plugins
+from stackrl.plugin import Plugin
+from stackrl.rewards import OUTCOME_REWARDS
+
+
+@dataclass
+class LoraSection:
+    """A LoRA adapter (PEFT): the only trainable weights of a quantized model."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: Any = "all-linear"
+
+
+@dataclass
+class ModelSection:
+    """The policy: a hub name or local path (or a built-in model), loaded with ``from_pretrained``."""
+
+    name_or_path: str = "stackrl/arith-tiny"
+    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto
+    quantization: Optional[int] = None  # 4 or 8 (bitsandbytes); needs lora
+    quant_type: str = "nf4"  # 4-bit only: nf4 | fp4
+    double_quant: bool = True  # 4-bit only
+    lora: Optional[LoraSection] = None
+    trust_remote_code: bool = False
+
+
+@dataclass
+class DataSection:
+    """The prompts: a built-in task, a hub dataset, or a local json/jsonl/parquet/csv file."""
+
+    source: str = "arithmetic"
+    split: str = "train"
+    size: Optional[int] = None  # rows to use (built-in tasks generate this many)
+    seed: int = 0  # built-in tasks only
+    options: Dict[str, Any] = field(default_factory=dict)  # built-in task options
+    prompt_template: str = "{question}"  # formatted with each row's columns
+    chat: bool = False  # send the prompt as a user message through the chat template
+    system_prompt: Optional[str] = None  # with chat
+    answer_column: str = "answer"
+    label_free: bool = False  # hide the answer column from rewards and plugins (kept for evaluation)
+
+
+@dataclass
+class StackConfig:
+    """The root of a stackrl config. Each plugin's settings sit beside these keys, under the plugin's name."""
+
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    plugins: List[str] = field(default_factory=list)  # order = call order
+    rewards: Dict[str, Optional[float]] = field(default_factory=dict)  # component -> weight; null turns it off
+    losses: Dict[str, float] = field(default_factory=dict)  # plugin loss term -> weight
+    exclusive: Dict[str, str] = field(default_factory=dict)  # exclusive hook -> winning plugin
+    trainer: Dict[str, Any] = field(default_factory=dict)  # passed to trl.GRPOConfig
+    output_dir: str = "runs/stackrl"
+
+
+HOST_KEYS = tuple(f.name for f in dataclasses.fields(StackConfig))
+# Keys of GRPOConfig that the host owns: setting them under `trainer` would bypass it.
+HOST_OWNED_TRAINER_KEYS = {"output_dir": "output_dir", "reward_weights": "rewards"}
+
+
+@dataclass
+class LoadedConfig:
+    """A validated config: the merged tree, the plugins it selects, and each plugin's config object."""
+
+    tree: DictConfig
+    host: StackConfig
+    plugin_classes: dict[str, type[Plugin]]
+    plugin_configs: dict[str, Any]
+    installed: dict[str, InstalledPlugin]
+
+    def plugins(self) -> list[Plugin]:
+        """Fresh plugin instances in config order, each with its validated config."""
+        instances = []
+        for name, cls in self.plugin_classes.items():
+            plugin = cls(self.plugin_configs[name])
+            plugin.name = name
+            instances.append(plugin)
+        return instances
+
+    def versions(self) -> dict[str, str]:
+        return {name: self.installed[name].version for name in self.plugin_classes}
+
+    def to_yaml(self) -> str:
+        return OmegaConf.to_yaml(self.tree, resolve=True)
+
+
+def _read_layers(files, overrides) -> list[tuple[str, DictConfig]]:
+    layers = []
+    for path in files:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            layer = OmegaConf.load(path)
+        except Exception as exc:
+            raise ConfigError(f"{path}: not a valid YAML config: {exc}") from exc
+        if not isinstance(layer, DictConfig):
+            raise ConfigError(f"{path}: a config file must hold a mapping of keys, not a list")
+        layers.append((str(path), layer))
+    if overrides:
+        bad = [o for o in overrides if "=" not in o]
+        if bad:
+            raise ConfigError(f"command line: override '{bad[0]}' must look like key=value")
+        try:
+            layers.append(("command line", OmegaConf.from_dotlist(list(overrides))))
+        except Exception as exc:
+            raise ConfigError(f"command line: cannot parse overrides: {exc}") from exc
+    return layers
+
+
+def _selected_plugins(layers) -> tuple[list[str], str]:
+    selected, source = [], "defaults"
+    for where, layer in layers:
+        if "plugins" in layer:
+            selected, source = layer.plugins, where
+    if not OmegaConf.is_list(selected) and not isinstance(selected, list):
+        raise ConfigError(f"{source}: 'plugins' must be a list of plugin names")
+    names = [str(n) for n in selected]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"{source}: plugin '{duplicates[0]}' is listed twice in 'plugins'")
+    return names, source
+
+
+def _explain(exc: OmegaConfBaseException, where: str, prefix: str, schema_keys) -> ConfigError:
+    key = f"{prefix}{exc.full_key}" if getattr(exc, "full_key", None) else prefix.rstrip(".")
+    if isinstance(exc, ConfigKeyError):
+        leaf = key.rsplit(".", 1)[-1]
+        return ConfigError(f"{where}: unknown key '{key}'.{did_you_mean(leaf, schema_keys(key))}")
+    message = str(getattr(exc, "msg", exc)).splitlines()[0]
+    return ConfigError(f"{where}: wrong type for '{key}': {message}")
+
+
+def _keys_at(schema: DictConfig, dotted: str) -> list[str]:
+    """The schema's keys beside the one ``dotted`` names (for did-you-mean)."""
+    parent = dotted.rsplit(".", 1)[0] if "." in dotted else ""
+    node = OmegaConf.select(schema, parent) if parent else schema
+    return list(node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _merge_checked(schema: DictConfig, layer, where: str, prefix: str = "") -> DictConfig:
+    try:
+        return OmegaConf.merge(schema, layer)
+    except OmegaConfBaseException as exc:
+        strip = len(prefix)
+        raise _explain(exc, where, prefix, lambda key: _keys_at(schema, key[strip:])) from exc
+
+
+def _check_trainer_keys(trainer_section, where: str) -> None:
+    from trl import GRPOConfig
+
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    for key in trainer_section:
+        if key in HOST_OWNED_TRAINER_KEYS:
+            raise ConfigError(f"{where}: 'trainer.{key}' is set by stackrl; use '{HOST_OWNED_TRAINER_KEYS[key]}' instead")
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key 'trainer.{key}' (not a GRPOConfig field).{did_you_mean(key, known)}")
+
+
+def load_config(files, overrides=()) -> LoadedConfig:
+    """Stack ``files`` then ``overrides``, validate everything, and import the selected plugins."""
+    layers = _read_layers(files, overrides)
+    names, plugins_source = _selected_plugins(layers)
+    installed = installed_plugins()
+    classes = {name: find_plugin(name, installed, where=f"plugins ({plugins_source})").load() for name in names}
+
+    host = OmegaConf.structured(StackConfig)
+    sections = {name: OmegaConf.structured(cls.Config) for name, cls in classes.items()}
+    for where, layer in layers:
+        for key in layer:
+            if key in HOST_KEYS or key in sections:
+                continue
+            hint = did_you_mean(key, [*HOST_KEYS, *sections])
+            if key in installed:
+                hint = f" '{key}' is an installed plugin: add it to 'plugins' to use this section."
+            raise ConfigError(f"{where}: unknown key '{key}'.{hint}")
+        if "trainer" in layer:
+            _check_trainer_keys(layer.trainer, where)
+        host = _merge_checked(host, {k: layer[k] for k in layer if k in HOST_KEYS}, where)
+        for name in sections:
+            if name in layer:
+                sections[name] = _merge_checked(sections[name], {name: layer[name]}[name], where, prefix=f"{name}.")
+
+    # One plain tree for showing and saving; the structured pieces above did the type checking.
+    tree = OmegaConf.create({**OmegaConf.to_container(host), **{k: OmegaConf.to_container(v) for k, v in sections.items()}})
+    missing = sorted(OmegaConf.missing_keys(tree))
+    if missing:
+        raise ConfigError(
+            f"missing value for '{missing[0]}': set it in a config file or pass {missing[0]}=VALUE on the command line"
+        )
+    loaded = LoadedConfig(
+        tree=tree,
+        host=OmegaConf.to_object(host),
+        plugin_classes=classes,
+        plugin_configs={name: OmegaConf.to_object(section) for name, section in sections.items()},
+        installed=installed,
+    )
+    _check_semantics(loaded)
+    return loaded
+
+
+def _check_semantics(config: LoadedConfig) -> None:
+    """Rules that span keys; types and names are already checked."""
+    model, data = config.host.model, config.host.data
+    if model.quantization not in (None, 4, 8):
+        raise ConfigError(f"model.quantization must be 4 or 8 (or unset), not {model.quantization}")
+    if model.quantization and model.lora is None:
+        raise ConfigError("model.quantization needs model.lora: a quantized model trains only through an adapter")
+    if model.dtype not in ("float32", "bfloat16", "float16", "auto"):
+        raise ConfigError(f"model.dtype must be float32, bfloat16, float16 or auto, not '{model.dtype}'")
+    outcome = [name for name, weight in config.host.rewards.items() if weight is not None and name in OUTCOME_REWARDS]
+    if data.label_free and outcome:
+        raise ConfigError(
+            f"rewards.{outcome[0]} compares with the reference answer, but data.label_free hides it; "
+            f"set rewards.{outcome[0]}=null or data.label_free=false"
+        )

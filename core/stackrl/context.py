@@ -1,0 +1,149 @@
+"""What hooks see: the rollout as whole groups, and one narrow context object per stage.
+
+Plugins never get the trainer. Each context carries the step, the tokenizer, the rollout (or, in the loss, the
+micro-batch), a ``log`` for metrics, and the policy's two capabilities, ``generate`` and ``score``
+(:mod:`stackrl.policy`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from stackrl.policy import PolicyAccess
+
+
+@dataclass
+class Rollout:
+    """One generation batch, whole: every completion of every prompt, on every process.
+
+    Row ``i`` belongs to group ``i // group_size``; a group's rows are the ``group_size`` completions of one
+    prompt. ``prompts`` are the dataset's prompts (text or chat messages), ``columns`` the dataset's other columns
+    (``answer``, ``solution``, ...), one value per row.
+    """
+
+    prompts: list
+    completions: list[str]
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    columns: dict[str, list]
+    group_size: int
+    rewards: dict[str, torch.Tensor] = field(default_factory=dict)
+    advantages: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.completions)
+
+    @property
+    def num_groups(self) -> int:
+        return len(self) // self.group_size
+
+    @property
+    def group_index(self) -> torch.Tensor:
+        return torch.arange(len(self)) // self.group_size
+
+    def completion_mask(self) -> torch.Tensor:
+        """``(N, T)`` mask of real completion tokens, ``T`` the longest completion."""
+        width = max((len(ids) for ids in self.completion_ids), default=0)
+        lengths = torch.tensor([len(ids) for ids in self.completion_ids])
+        return (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).long()
+
+    def select(self, rows: list[int]) -> Rollout:
+        """The rollout restricted to ``rows`` (groups are no longer whole)."""
+        return Rollout(
+            prompts=[self.prompts[i] for i in rows],
+            completions=[self.completions[i] for i in rows],
+            prompt_ids=[self.prompt_ids[i] for i in rows],
+            completion_ids=[self.completion_ids[i] for i in rows],
+            columns={k: [v[i] for i in rows] for k, v in self.columns.items()},
+            group_size=self.group_size,
+            rewards={k: v[rows] for k, v in self.rewards.items()},
+            advantages=None if self.advantages is None else self.advantages[rows],
+        )
+
+
+@dataclass
+class Samples:
+    """What ``generate_rollout`` returns: one completion per prompt, and optionally the prompt to train on."""
+
+    completion_ids: list[list[int]]
+    prompt_ids: list[list[int]] | None = None
+
+
+@dataclass
+class _Context:
+    step: int
+    tokenizer: PreTrainedTokenizerBase
+    policy: PolicyAccess = field(repr=False)
+    _log: Callable[[str, float], None] = field(repr=False)
+    _plugin: str = field(default="", repr=False)
+
+    def generate(self, prompts: list, **sampling) -> list:
+        """Sample one completion per prompt with the current policy; see :meth:`stackrl.policy.PolicyAccess.generate`."""
+        return self.policy.generate(prompts, **sampling)
+
+    def score(self, contexts: list, continuation_ids: list[list[int]], **options) -> Any:
+        """Per-token log-probs of continuations; see :meth:`stackrl.policy.PolicyAccess.score`."""
+        return self.policy.score(contexts, continuation_ids, **options)
+
+    def log(self, name: str, value: float) -> None:
+        """Log a scalar metric as ``<plugin name>/<name>`` in this step's log."""
+        self._log(f"{self._plugin}/{name}", float(value))
+
+
+@dataclass
+class SampleContext(_Context):
+    """The sample stage: the batch about to be generated."""
+
+    rollout_columns: dict[str, list] = field(default_factory=dict)
+    group_size: int = 1
+    train_on_original: bool = False
+
+
+@dataclass
+class RewardContext(_Context):
+    """The reward stage: the whole generated rollout."""
+
+    rollout: Rollout = None
+
+
+@dataclass
+class AdvantageContext(_Context):
+    """The advantage stage: the rollout with rewards; ``total_reward`` is the weighted sum of its components."""
+
+    rollout: Rollout = None
+    total_reward: torch.Tensor = None
+
+    @property
+    def group_size(self) -> int:
+        return self.rollout.group_size
+
+
+@dataclass
+class LossContext(_Context):
+    """The distill stage: one micro-batch of this process, padded as the policy loss sees it.
+
+    ``prompt_ids``/``prompt_mask`` are left-padded, ``completion_ids``/``completion_mask`` right-padded, all
+    ``(B, ...)``; ``policy_logps`` is ``(B, T)`` with gradient; ``rollout`` holds the same ``B`` rows as text
+    with their dataset columns and rewards; ``advantages`` is ``(B,)`` or ``(B, T)``.
+    """
+
+    rollout: Rollout = None
+    prompt_ids: torch.Tensor = None
+    prompt_mask: torch.Tensor = None
+    completion_ids: torch.Tensor = None
+    completion_mask: torch.Tensor = None
+    advantages: torch.Tensor = None
+    policy_logps: torch.Tensor = None
+
+
+@dataclass
+class StepContext(_Context):
+    """The post-step stage and the training lifecycle; ``rollout`` is the last one generated (or ``None``)."""
+
+    rollout: Rollout | None = None

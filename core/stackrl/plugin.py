@@ -1,0 +1,26 @@
+"""The base class of every stackrl plugin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class NoConfig:
+    """The config of a plugin that has no settings."""
+
+
+class Plugin:
+    """A method plugin: a class whose ``@hookimpl`` methods answer the hooks of :mod:`stackrl.hookspecs`.
+
+    The host builds one instance per run, after validating the plugin's config section against ``Config``
+    (a dataclass), and passes the result as ``config``. ``name`` is the plugin's entry-point name, which is also
+    its config section, its reward component and loss term name, and its prefix in the logs. State kept on the
+    instance lives as long as the run; implement ``state_dict``/``load_state_dict`` to carry it across resumes.
+    """
+
+    Config: type = NoConfig
+    name: str = ""
+
+    def __init__(self, config=None):
+        self.config = config if config is not None else self.Config()

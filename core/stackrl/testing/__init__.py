@@ -1,0 +1,20 @@
+"""stackrl's test kit, loaded by pytest through the ``pytest11`` entry point (module :mod:`stackrl.testing.fixtures`).
+
+- ``tiny_model_dir``: a tiny Qwen2 model and a tokenizer trained on the built-in task, saved once per test
+  session, no download.
+- ``make_config``: a validated config for the tiny model with the plugins you name, quick CPU settings.
+- ``hook_recorder``: records every hook call of a run (hook, plugin, result) in order.
+- ``train_steps(config, steps)``: build the trainer and train a few steps, returns the trainer.
+- :class:`stackrl.testing.conformance.PluginConformance`: the checks every plugin package should pass.
+"""
+
+import os
+
+# Tests never reach a model hub, and TRL's telemetry stays silent.
+for _key, _value in {
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TRL_EXPERIMENTAL_SILENCE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(_key, _value)

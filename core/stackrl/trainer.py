@@ -1,0 +1,387 @@
+"""``StackTrainer``: TRL's GRPOTrainer with the five hook stages called at its override points.
+
+Where TRL gives a seam, the trainer calls ``super()`` and adds only what plugins asked for, so with no plugin
+every number is TRL's:
+
+=========== ===================================================================================================
+sample      ``_generate``: prompt transforms; a generation takeover runs as TRL's ``rollout_func``
+reward      ``_calculate_rewards``: every component (built-in outcome rewards, then plugins) is computed once on
+            the whole gathered batch; TRL receives one reward function per component that reads its slice, so
+            TRL's weighting, NaN handling and logging stay its own
+advantage   ``_generate_and_score_completions``: TRL's GRPO advantages, gathered, then the estimator and the
+            reshapers; the local slice goes back, per sample or per token
+distill     ``_compute_loss``: TRL's loss plus the weighted loss terms, scaled for accumulation as TRL's is
+post-step   a callback: ``post_step``, ``train_begin``, ``train_end``; plugin state rides in checkpoints
+=========== ===================================================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+import torch
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from trl import GRPOTrainer
+
+from stackrl.context import (
+    AdvantageContext,
+    LossContext,
+    RewardContext,
+    Rollout,
+    SampleContext,
+    Samples,
+    StepContext,
+)
+from stackrl.errors import ConfigError, PluginError, StackrlError
+from stackrl.manager import PluginManager, check_finite
+from stackrl.policy import PolicyAccess
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_STATE_FILE = "stackrl_plugins.pt"
+ROW_INDEX = "stackrl_row"  # each row's index in the whole rollout; per-sample so TRL's shuffle carries it
+
+
+class StackTrainer(GRPOTrainer):
+    """A GRPOTrainer whose rollouts, rewards, advantages and losses plugins can change.
+
+    ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
+    reference answer comes from the dataset column ``answer_column``. ``reward_weights`` and ``loss_weights`` map
+    component and loss-term names to weights (default 1.0). ``run_files`` (file name -> text) are written into
+    every checkpoint next to the plugin state.
+    """
+
+    def __init__(
+        self,
+        *,
+        plugins: PluginManager,
+        outcome_rewards: dict[str, Callable[[str, str], float]] | None = None,
+        answer_column: str = "answer",
+        reward_weights: dict[str, float] | None = None,
+        loss_weights: dict[str, float] | None = None,
+        run_files: dict[str, str] | None = None,
+        **kwargs,
+    ):
+        if kwargs.get("reward_funcs"):
+            raise StackrlError("StackTrainer computes its own rewards: give outcome_rewards, not reward_funcs")
+        self.plugins = plugins
+        self._outcome_rewards = dict(outcome_rewards or {})
+        self._answer_column = answer_column
+        self._run_files = dict(run_files or {})
+        self._loss_weights = self._check_weights("losses", loss_weights, plugins.implementers("loss_term"))
+        components = [*self._outcome_rewards, *plugins.implementers("reward")]
+        if not components:
+            raise ConfigError("no reward: name a built-in outcome reward under 'rewards' or add a reward plugin")
+        weights = self._check_weights("rewards", reward_weights, components)
+        grpo_args = kwargs["args"]
+        if grpo_args.reward_weights is not None:
+            raise ConfigError("trainer.reward_weights is set by stackrl from 'rewards'; remove it from 'trainer'")
+        grpo_args.reward_weights = [weights[name] for name in components]
+        self._rollouts: dict[str, Rollout] = {}
+        self._local_prompt_ids: list[list[int]] = []
+        self._pending_rows: list[dict] = []
+        self._sample_ctx: SampleContext | None = None
+        self._policy_logps: torch.Tensor | None = None
+        super().__init__(
+            reward_funcs=[self._component_reader(name) for name in components],
+            rollout_func=self._plugin_rollout if plugins.has("generate_rollout") else None,
+            **kwargs,
+        )
+        self._shared_policy = PolicyAccess(self, sharded=True)
+        self.add_callback(_HookCallback(self))
+
+    @staticmethod
+    def _check_weights(section: str, weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
+        weights = dict(weights or {})
+        for name in weights:
+            if name not in names:
+                raise ConfigError(
+                    f"{section}.{name}: no {'reward component' if section == 'rewards' else 'loss term'} of "
+                    f"that name in this run; available: {', '.join(names) or 'none'}"
+                )
+        return {name: float(weights.get(name, 1.0)) for name in names}
+
+    # -- shared plumbing ------------------------------------------------------------------------------------------
+
+    @property
+    def _mode(self) -> str:
+        return "train" if self.model.training else "eval"
+
+    def _log_metric_now(self, name: str, value: float) -> None:
+        self._metrics[self._mode][name].append(value)
+
+    def _context(self, cls, **fields):
+        return cls(
+            step=self.state.global_step,
+            tokenizer=self.processing_class,
+            policy=fields.pop("policy", self._shared_policy),
+            _log=self._log_metric_now,
+            **fields,
+        )
+
+    def _local_slice(self, n_local: int) -> slice:
+        start = self.accelerator.process_index * n_local
+        return slice(start, start + n_local)
+
+    # -- sample ---------------------------------------------------------------------------------------------------
+
+    def _generate_and_score_completions(self, inputs):
+        self._pending_rows = inputs
+        output = super()._generate_and_score_completions(inputs)
+        n_local = output["prompt_ids"].size(0)
+        local = self._local_slice(n_local)
+        output[ROW_INDEX] = torch.arange(local.start, local.stop, device=output["prompt_ids"].device)
+        if self.plugins.has("estimate_advantages") or self.plugins.has("reshape_advantages"):
+            output["advantages"] = self._plugin_advantages(output, local)
+        return output
+
+    def _generate(self, prompts):
+        if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):
+            num_generations = self.num_generations if self._mode == "train" else self.num_generations_eval
+            ctx = self._context(
+                SampleContext,
+                rollout_columns=self._columns(gather_object(self._pending_rows)),
+                group_size=num_generations,
+            )
+            everyone = gather_object(list(prompts))
+
+            def same_length(plugin, new):
+                if len(new) != len(everyone):
+                    raise PluginError(
+                        f"plugin '{plugin}' returned {len(new)} prompts from hook 'transform_prompts' at step "
+                        f"{ctx.step}; expected {len(everyone)} (one per row)"
+                    )
+                return list(new)
+
+            transformed = self.plugins.chain("transform_prompts", "prompts", everyone, ctx=ctx, check=same_length)
+            self._sample_ctx = ctx
+            output = super()._generate(transformed[self._local_slice(len(prompts))])
+            if ctx.train_on_original:
+                output = (self._tokenize_prompts(prompts)[0], *output[1:])
+        else:
+            output = super()._generate(prompts)
+        self._local_prompt_ids = [list(ids) for ids in output[0]]
+        return output
+
+    def _plugin_rollout(self, prompts, trainer):
+        """TRL's ``rollout_func``: the ``generate_rollout`` plugin samples the whole batch, each rank keeps its rows."""
+        everyone = gather_object(list(prompts))
+        plugin, samples = self.plugins.exclusive("generate_rollout", prompts=everyone, ctx=self._sample_ctx)
+        local = self._local_slice(len(prompts))
+        prompt_ids = self._tokenize_prompts(prompts)[0]
+        if samples is None:
+            completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, self._sample_ctx.group_size)
+            return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs}
+        where = f"plugin '{plugin}' hook 'generate_rollout' at step {self._sample_ctx.step}"
+        if not isinstance(samples, Samples):
+            raise PluginError(f"{where} returned {type(samples).__name__}; expected stackrl.Samples")
+        for field in ("completion_ids", "prompt_ids"):
+            given = getattr(samples, field)
+            if given is not None and len(given) != len(everyone):
+                raise PluginError(f"{where} returned {len(given)} {field}; expected {len(everyone)} (one per row)")
+        if samples.prompt_ids is not None:
+            prompt_ids = samples.prompt_ids[local]
+        return {"prompt_ids": prompt_ids, "completion_ids": samples.completion_ids[local], "logprobs": None}
+
+    # -- reward ---------------------------------------------------------------------------------------------------
+
+    def _columns(self, rows: list[dict]) -> dict[str, list]:
+        keys = [k for k in (rows[0] if rows else {}) if k != "prompt"]
+        return {k: [row[k] for row in rows] for k in keys}
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        texts = [c if isinstance(c, str) else "".join(m["content"] for m in c) for c in completions]
+        rows = list(zip(inputs, prompts, texts, self._local_prompt_ids, completion_ids_list, strict=True))
+        rows = gather_object(rows)
+        num_generations = self.num_generations if self._mode == "train" else self.num_generations_eval
+        rollout = Rollout(
+            prompts=[r[1] for r in rows],
+            completions=[r[2] for r in rows],
+            prompt_ids=[list(r[3]) for r in rows],
+            completion_ids=[list(r[4]) for r in rows],
+            columns=self._columns([r[0] for r in rows]),
+            group_size=num_generations,
+        )
+        self._rollouts[self._mode] = rollout
+        self._compute_reward_components(rollout)
+        return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
+    def _compute_reward_components(self, rollout: Rollout) -> None:
+        for name, fn in self._outcome_rewards.items():
+            answers = rollout.columns[self._answer_column]
+            values = [fn(text, answer) for text, answer in zip(rollout.completions, answers)]
+            rollout.rewards[name] = torch.tensor(values, dtype=torch.float32)
+        if not self.plugins.has("reward"):
+            return
+        ctx = self._context(RewardContext, rollout=rollout)
+        for name, values in self.plugins.each("reward", ctx=ctx):
+            rollout.rewards[name] = self._check_rewards(name, ctx.step, values, len(rollout))
+
+    @staticmethod
+    def _check_rewards(plugin: str, step: int, values, n: int) -> torch.Tensor:
+        if isinstance(values, torch.Tensor):
+            values = values.detach().float().cpu()
+            if values.dim() != 1:
+                raise PluginError(
+                    f"plugin '{plugin}' returned rewards of shape {tuple(values.shape)} from hook 'reward' at step "
+                    f"{step}; expected ({n},), one per completion"
+                )
+            values = values.tolist()
+        if values is None or len(values) != n:
+            got = "None" if values is None else f"{len(values)} rewards"
+            raise PluginError(
+                f"plugin '{plugin}' returned {got} from hook 'reward' at step {step}; expected {n}, one per completion"
+            )
+        check_finite(plugin, "reward", step, "completion", values)
+        return torch.tensor([float("nan") if v is None else float(v) for v in values], dtype=torch.float32)
+
+    def _component_reader(self, name: str):
+        def read(prompts, **_):
+            rewards = self._rollouts[self._mode].rewards[name]
+            return rewards[self._local_slice(len(prompts))].tolist()
+
+        read.__name__ = name
+        return read
+
+    # -- advantage ------------------------------------------------------------------------------------------------
+
+    def _plugin_advantages(self, output: dict, local: slice) -> torch.Tensor:
+        rollout = self._rollouts[self._mode]
+        rollout.advantages = self.accelerator.gather(output["advantages"]).cpu()
+        weights = self.reward_weights.cpu()
+        components = torch.stack([rollout.rewards[name] for name in self.reward_func_names], dim=1)
+        ctx = self._context(AdvantageContext, rollout=rollout, total_reward=(components * weights).nansum(dim=1))
+        width = rollout.completion_mask().size(1)
+
+        def valid(plugin: str, hook: str, adv) -> torch.Tensor:
+            where = f"plugin '{plugin}' hook '{hook}' at step {ctx.step}"
+            if not isinstance(adv, torch.Tensor):
+                raise PluginError(f"{where} returned {type(adv).__name__}; expected a tensor")
+            if adv.shape not in ((len(rollout),), (len(rollout), width)):
+                raise PluginError(
+                    f"{where} returned advantages of shape {tuple(adv.shape)}; expected ({len(rollout)},) or "
+                    f"({len(rollout)}, {width})"
+                )
+            check_finite(plugin, hook, ctx.step, "element", adv.detach().flatten().tolist())
+            return adv.detach().float().cpu()
+
+        plugin, advantages = self.plugins.exclusive("estimate_advantages", ctx=ctx)
+        advantages = rollout.advantages if advantages is None else valid(plugin, "estimate_advantages", advantages)
+        advantages = self.plugins.chain(
+            "reshape_advantages",
+            "advantages",
+            advantages,
+            ctx=ctx,
+            check=lambda plugin, adv: valid(plugin, "reshape_advantages", adv),
+        )
+        rollout.advantages = advantages
+        mine = advantages[local]
+        if mine.dim() == 2:  # per token: fit the local padded width (TRL may pad to a multiple)
+            padded_width = output["completion_ids"].size(1)
+            mine = torch.nn.functional.pad(mine, (0, max(0, padded_width - width)))[:, :padded_width]
+        return mine.to(output["advantages"].device)
+
+    # -- distill --------------------------------------------------------------------------------------------------
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if kwargs.get("compute_entropy") and torch.is_grad_enabled():
+            self._policy_logps = result[0]  # the loss's own forward, still attached to the graph
+        return result
+
+    def _compute_loss(self, model, inputs):
+        loss = super()._compute_loss(model, inputs)
+        if not self.plugins.has("loss_term"):
+            return loss
+        rows = inputs[ROW_INDEX].tolist()
+        ctx = self._context(
+            LossContext,
+            policy=PolicyAccess(self, sharded=False, model=model),
+            rollout=self._rollouts[self._mode].select(rows),
+            prompt_ids=inputs["prompt_ids"],
+            prompt_mask=inputs["prompt_mask"],
+            completion_ids=inputs["completion_ids"],
+            completion_mask=inputs["completion_mask"],
+            advantages=inputs["advantages"],
+            policy_logps=self._policy_logps,
+        )
+        # TRL's loss is already divided by the accumulation steps (loss_is_scaled_for_ga); terms follow suit.
+        scale = 1.0 / self.current_gradient_accumulation_steps if self._mode == "train" else 1.0
+        for name, term in self.plugins.each("loss_term", ctx=ctx):
+            if term is None:
+                continue
+            if not isinstance(term, torch.Tensor) or term.dim() != 0:
+                shape = tuple(term.shape) if isinstance(term, torch.Tensor) else type(term).__name__
+                raise PluginError(
+                    f"plugin '{name}' returned {shape} from hook 'loss_term' at step {ctx.step}; expected a scalar tensor"
+                )
+            check_finite(name, "loss_term", ctx.step, "term", [term.item()])
+            loss = loss + self._loss_weights[name] * scale * term
+            self._metrics[self._mode][f"loss/{name}"].append(term.item())
+        return loss
+
+    # -- post-step, lifecycle, checkpoints ------------------------------------------------------------------------
+
+    def notify(self, hook: str) -> None:
+        if self.plugins.has(hook):
+            self.plugins.each(hook, ctx=self._context(StepContext, rollout=self._rollouts.get("train")))
+
+    def _save_checkpoint(self, model, trial):
+        # Ask every plugin for its state before anything is written: a plugin that fails leaves no partial checkpoint.
+        states = dict(self.plugins.each("state_dict"))
+        for name, state in states.items():
+            if state is not None and not isinstance(state, dict):
+                raise PluginError(f"plugin '{name}' returned {type(state).__name__} from hook 'state_dict'; expected a dict")
+        super()._save_checkpoint(model, trial)
+        if not self.args.should_save:
+            return
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        _write_atomic(os.path.join(folder, PLUGIN_STATE_FILE), lambda f: torch.save(states, f))
+        for file_name, text in self._run_files.items():
+            _write_atomic(os.path.join(folder, file_name), lambda f, t=text: f.write(t.encode()))
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise StackrlError(f"resume: no checkpoint found in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self._load_plugin_states(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _load_plugin_states(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, PLUGIN_STATE_FILE)
+        states = torch.load(path, weights_only=True) if os.path.exists(path) else {}
+        for name in self.plugins.implementers("load_state_dict"):
+            if name not in states or states[name] is None:
+                logger.warning("checkpoint %s holds no state for plugin '%s'; it starts fresh", checkpoint, name)
+                continue
+            self.plugins.call_one(name, "load_state_dict", state=states[name])
+
+
+class _HookCallback(TrainerCallback):
+    """Relays TRL's training events to the lifecycle hooks (callbacks never receive the trainer)."""
+
+    def __init__(self, trainer: StackTrainer):
+        self._trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._trainer.notify("train_begin")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._trainer.notify("post_step")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._trainer.notify("train_end")
+
+
+def _write_atomic(path: str, write) -> None:
+    """Write through a temporary file and rename, so a reader never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        write(f)
+    os.replace(tmp, path)

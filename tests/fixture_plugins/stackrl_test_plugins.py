@@ -1,0 +1,206 @@
+"""One small plugin per hook, each doing something a test can see."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from omegaconf import MISSING
+
+from stackrl import Plugin, hookimpl
+
+
+class DigitReward(Plugin):
+    """Rewards the share of digits in a completion: varies even for a random model."""
+
+    @hookimpl
+    def reward(self, ctx):
+        return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in ctx.rollout.completions]
+
+
+@dataclass
+class GroupRankConfig:
+    record: bool = True
+
+
+class GroupRankReward(Plugin):
+    """Rewards a completion by its length's rank within its group: needs every completion of the group."""
+
+    Config = GroupRankConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.seen = []  # (group sizes seen, rewards) per rollout
+
+    @hookimpl
+    def reward(self, ctx):
+        rollout = ctx.rollout
+        lengths = torch.tensor([len(ids) for ids in rollout.completion_ids], dtype=torch.float32)
+        groups = lengths.view(-1, rollout.group_size)
+        ranks = groups.argsort(dim=1).argsort(dim=1).float() / (rollout.group_size - 1)
+        rewards = ranks.flatten()
+        if self.config.record:
+            self.seen.append({"group_size": rollout.group_size, "rows": len(rollout), "rewards": rewards.tolist()})
+        return rewards
+
+    @hookimpl
+    def state_dict(self):
+        return {"seen": self.seen}
+
+
+@dataclass
+class PromptSuffixConfig:
+    suffix: str = " Answer:"
+
+
+class PromptSuffix(Plugin):
+    Config = PromptSuffixConfig
+
+    @hookimpl
+    def transform_prompts(self, prompts, ctx):
+        return [p + self.config.suffix for p in prompts]
+
+
+class TokenDecay(Plugin):
+    """Per-token advantages: the sample's advantage, fading linearly along the completion."""
+
+    @hookimpl
+    def reshape_advantages(self, advantages, ctx):
+        mask = ctx.rollout.completion_mask().float()
+        fade = 1.0 - torch.arange(mask.size(1)).float() / max(1, mask.size(1))
+        base = advantages if advantages.dim() == 1 else advantages[:, 0]
+        return base.unsqueeze(1) * fade.unsqueeze(0) * mask
+
+
+class FlatAdvantage(Plugin):
+    """An estimator that gives every completion advantage 1 (so tests can see it replaced GRPO's)."""
+
+    @hookimpl
+    def estimate_advantages(self, ctx):
+        return torch.ones(len(ctx.rollout))
+
+
+class CenteredAdvantage(Plugin):
+    """Dr. GRPO's estimator: reward minus the group mean, no std scaling."""
+
+    @hookimpl
+    def estimate_advantages(self, ctx):
+        r = ctx.total_reward.view(-1, ctx.group_size)
+        return (r - r.mean(dim=1, keepdim=True)).flatten()
+
+
+class LogpLoss(Plugin):
+    """Mean completion log-prob of the policy as a loss term: its gradient is known in closed form."""
+
+    @hookimpl
+    def loss_term(self, ctx):
+        mask = ctx.completion_mask.float()
+        return (ctx.policy_logps * mask).sum() / mask.sum()
+
+
+class StepCounter(Plugin):
+    """Counts steps and remembers the rewards it saw: state that must survive a resume."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.steps = 0
+        self.reward_sums = []
+
+    @hookimpl
+    def post_step(self, ctx):
+        self.steps += 1
+        self.reward_sums.append(sum(float(r.nansum()) for r in ctx.rollout.rewards.values()))
+        ctx.log("steps", self.steps)
+
+    @hookimpl
+    def state_dict(self):
+        return {"steps": self.steps, "reward_sums": list(self.reward_sums)}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.steps = state["steps"]
+        self.reward_sums = list(state["reward_sums"])
+
+
+class NoOp(Plugin):
+    """Implements every hook and changes nothing: measures the host's own cost."""
+
+    @hookimpl
+    def transform_prompts(self, prompts, ctx):
+        return None
+
+    @hookimpl
+    def reward(self, ctx):
+        return [0.0] * len(ctx.rollout)
+
+    @hookimpl
+    def reshape_advantages(self, advantages, ctx):
+        return None
+
+    @hookimpl
+    def loss_term(self, ctx):
+        return None
+
+    @hookimpl
+    def post_step(self, ctx):
+        pass
+
+
+@dataclass
+class RaisesConfig:
+    hook: str = "reward"
+
+
+class Raises(Plugin):
+    """Raises inside the hook its config names."""
+
+    Config = RaisesConfig
+
+    def _maybe_raise(self, hook):
+        if self.config.hook == hook:
+            raise RuntimeError("deliberate failure")
+
+    @hookimpl
+    def reward(self, ctx):
+        self._maybe_raise("reward")
+        return [0.0] * len(ctx.rollout)
+
+    @hookimpl
+    def state_dict(self):
+        self._maybe_raise("state_dict")
+        return {}
+
+
+@dataclass
+class BadRewardConfig:
+    mode: str = "nan"  # nan | short
+
+
+class BadReward(Plugin):
+    Config = BadRewardConfig
+
+    @hookimpl
+    def reward(self, ctx):
+        n = len(ctx.rollout)
+        if self.config.mode == "nan":
+            return [0.0] * (n - 1) + [float("nan")]
+        return [0.0] * (n - 1)
+
+
+class WrongArgument(Plugin):
+    @hookimpl
+    def reward(self, cxt):
+        return None
+
+
+@dataclass
+class NeedsValueConfig:
+    threshold: float = MISSING
+
+
+class NeedsValue(Plugin):
+    Config = NeedsValueConfig
+
+    @hookimpl
+    def post_step(self, ctx):
+        pass
