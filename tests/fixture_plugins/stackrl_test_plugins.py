@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from stackrl import Plugin, hookimpl
+from stackrl import Plugin, Samples, hookimpl
 
 
 class DigitReward(Plugin):
@@ -59,6 +59,43 @@ class PromptSuffix(Plugin):
     @hookimpl
     def transform_prompts(self, prompts, ctx):
         return [p + self.config.suffix for p in prompts]
+
+
+class PromptRecorder(Plugin):
+    """Keeps the prompts it is handed: shows what the plugins before it in the chain returned."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.received = []
+
+    @hookimpl
+    def transform_prompts(self, prompts, ctx):
+        self.received.append(list(prompts))
+
+
+@dataclass
+class GreedyRolloutConfig:
+    max_new_tokens: int = 5
+
+
+class GreedyRollout(Plugin):
+    """Takes over generation: greedy, short completions, sampled through ctx.generate."""
+
+    Config = GreedyRolloutConfig
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        generations = ctx.generate(prompts, do_sample=False, max_new_tokens=self.config.max_new_tokens)
+        return Samples(completion_ids=[g.completion_ids for g in generations])
+
+
+class LogprobReward(Plugin):
+    """Rewards the policy's own mean log-prob of each completion, scored through ctx.score."""
+
+    @hookimpl
+    def reward(self, ctx):
+        scores = ctx.score(ctx.rollout.prompt_ids, ctx.rollout.completion_ids)
+        return (scores.logprobs * scores.mask).sum(1) / scores.mask.sum(1).clamp(min=1)
 
 
 class TokenDecay(Plugin):
@@ -149,25 +186,26 @@ class NoOp(Plugin):
 @dataclass
 class RaisesConfig:
     hook: str = "reward"
+    at_step: int = 0
 
 
 class Raises(Plugin):
-    """Raises inside the hook its config names."""
+    """Raises inside the hook its config names, from step ``at_step`` on."""
 
     Config = RaisesConfig
 
-    def _maybe_raise(self, hook):
-        if self.config.hook == hook:
+    def _maybe_raise(self, hook, step):
+        if self.config.hook == hook and step >= self.config.at_step:
             raise RuntimeError("deliberate failure")
 
     @hookimpl
     def reward(self, ctx):
-        self._maybe_raise("reward")
+        self._maybe_raise("reward", ctx.step)
         return [0.0] * len(ctx.rollout)
 
     @hookimpl
     def state_dict(self):
-        self._maybe_raise("state_dict")
+        self._maybe_raise("state_dict", self.config.at_step)
         return {}
 
 

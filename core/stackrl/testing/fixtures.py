@@ -1,1 +1,68 @@
-"""placeholder"""
+"""pytest fixtures for stackrl and its plugins (registered through the ``pytest11`` entry point)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import stackrl.testing  # noqa: F401  (sets the offline environment before transformers is imported)
+from stackrl.testing.tiny import build_tiny_model, tiny_config
+
+
+@dataclass
+class HookCall:
+    hook: str
+    plugin: str
+    result: Any
+
+
+@dataclass
+class HookRecorder:
+    """Pass as ``monitor=`` to a run; keeps every plugin hook call in order."""
+
+    calls: list[HookCall] = field(default_factory=list)
+
+    def __call__(self, hook: str, plugin: str, kwargs: dict, result: Any) -> None:
+        self.calls.append(HookCall(hook, plugin, result))
+
+    def order(self, hook: str) -> list[str]:
+        """The plugins called for ``hook``, in call order, across the run."""
+        return [c.plugin for c in self.calls if c.hook == hook]
+
+    def hooks(self) -> set[str]:
+        return {c.hook for c in self.calls}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A random tiny Qwen2 and a tokenizer trained on the built-in task, saved once per session."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture
+def make_config(tiny_model_dir, tmp_path):
+    """``make_config(plugins=(), overrides=(), **sections)``: a validated quick CPU config on the tiny model."""
+
+    def make(plugins=(), overrides=(), **sections):
+        sections.setdefault("output_dir", str(tmp_path / "run"))
+        return tiny_config(tiny_model_dir, plugins, tmp_dir=tmp_path, overrides=overrides, **sections)
+
+    return make
+
+
+@pytest.fixture
+def hook_recorder():
+    return HookRecorder()
+
+
+def train_steps(config, steps: int | None = None, monitor=None, resume=None, **trainer_kwargs):
+    """Build the run's trainer from ``config`` and train (``steps`` overrides ``trainer.max_steps``)."""
+    from stackrl.run import build_trainer
+
+    trainer = build_trainer(config, monitor=monitor, **trainer_kwargs)
+    if steps is not None:
+        trainer.args.max_steps = steps
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer

@@ -1,0 +1,39 @@
+"""The checks every plugin package should pass. Subclass and name your plugin::
+
+    from stackrl.testing.conformance import PluginConformance
+
+    class TestConformance(PluginConformance):
+        plugin_name = "covo"
+        plugin_settings = {"covo": {"weight": 0.5}}   # optional: sections for the two-step run
+"""
+
+from __future__ import annotations
+
+from stackrl.manager import HOOKS, PluginManager, installed_plugins
+from stackrl.testing.fixtures import HookRecorder, train_steps
+
+
+class PluginConformance:
+    plugin_name: str = ""
+    plugin_settings: dict = {}
+    stacked_with: tuple[str, ...] = ()  # plugins to run before it in the two-step training
+
+    def test_discoverable_by_entry_point(self):
+        assert self.plugin_name in installed_plugins(), f"no entry point '{self.plugin_name}' in stackrl.plugins"
+
+    def test_config_defaults_are_valid(self, make_config):
+        config = make_config([self.plugin_name], **self.plugin_settings)
+        assert self.plugin_name in config.plugin_configs
+
+    def test_registers_cleanly(self, make_config):
+        config = make_config([self.plugin_name], **self.plugin_settings)
+        manager = PluginManager(config.plugins())
+        assert any(self.plugin_name in manager.implementers(hook) for hook in HOOKS), "implements no hook"
+
+    def test_two_step_training(self, make_config):
+        config = make_config([*self.stacked_with, self.plugin_name], **self.plugin_settings)
+        recorder = HookRecorder()
+        trainer = train_steps(config, steps=2, monitor=recorder)
+        assert trainer.state.global_step == 2
+        assert any(call.plugin == self.plugin_name for call in recorder.calls), "no hook of the plugin was called"
+

@@ -1,0 +1,114 @@
+"""Each stage's hook, implemented by one small installed plugin, acts as its spec says."""
+
+import torch
+
+from stackrl.testing.fixtures import train_steps
+from stackrl.trainer import ROW_INDEX
+
+
+def rollout_of(trainer):
+    return trainer._rollouts["train"]
+
+
+def buffered_rows(trainer):
+    """The last generation batch as the loss sees it, put back in rollout order."""
+    batch = trainer._buffered_inputs[0]
+    order = batch[ROW_INDEX].argsort()
+    return {k: v[order] for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() > 0}
+
+
+def test_prompt_transform_reaches_generation(make_config):
+    trainer = train_steps(make_config(["prompt_suffix", "digit_reward"], prompt_suffix={"suffix": " Answer:"}), steps=1)
+    rollout = rollout_of(trainer)
+    trained_prompts = trainer.processing_class.batch_decode(rollout.prompt_ids)
+    assert all(p.endswith(" Answer:") for p in trained_prompts)
+    assert not any(p.endswith(" Answer:") for p in rollout.prompts), "rewards see the dataset's prompts"
+
+
+def test_train_on_original_prompt(make_config, monkeypatch):
+    from stackrl_test_plugins import PromptSuffix
+
+    from stackrl import hookimpl
+
+    def keep_original(self, prompts, ctx):
+        ctx.train_on_original = True
+        return [p + self.config.suffix for p in prompts]
+
+    monkeypatch.setattr(PromptSuffix, "transform_prompts", hookimpl(keep_original))
+    trainer = train_steps(make_config(["prompt_suffix", "digit_reward"]), steps=1)
+    trained_prompts = trainer.processing_class.batch_decode(rollout_of(trainer).prompt_ids)
+    assert not any(p.endswith(" Answer:") for p in trained_prompts)
+
+
+def test_generation_takeover_samples_the_batch(make_config):
+    trainer = train_steps(make_config(["greedy_rollout", "digit_reward"], greedy_rollout={"max_new_tokens": 4}), steps=1)
+    rollout = rollout_of(trainer)
+    assert all(len(ids) <= 4 for ids in rollout.completion_ids)
+    groups = [rollout.completions[i : i + rollout.group_size] for i in range(0, len(rollout), rollout.group_size)]
+    assert all(len(set(g)) == 1 for g in groups), "greedy decoding gives one completion per prompt"
+
+
+def test_reward_component_reaches_advantages_and_logs(make_config):
+    trainer = train_steps(make_config(["digit_reward"], rewards={"exact_match": 1.0, "digit_reward": 2.0}), steps=1)
+    rollout = rollout_of(trainer)
+    total = rollout.rewards["exact_match"] + 2.0 * rollout.rewards["digit_reward"]
+    grouped = total.view(-1, rollout.group_size)
+    expected = (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)
+    assert torch.allclose(buffered_rows(trainer)["advantages"], expected.flatten(), atol=1e-5)
+    logged = trainer.state.log_history[0]
+    assert logged["rewards/digit_reward/mean"] == float(rollout.rewards["digit_reward"].mean())
+
+
+def test_reward_plugin_can_score_with_the_policy(make_config):
+    trainer = train_steps(make_config(["logprob_reward"]), steps=1)
+    rewards = rollout_of(trainer).rewards["logprob_reward"]
+    assert (rewards < 0).all() and rewards.std() > 0
+
+
+def test_estimator_replaces_grpo(make_config):
+    trainer = train_steps(make_config(["flat_advantage", "digit_reward"]), steps=1)
+    assert torch.equal(buffered_rows(trainer)["advantages"], torch.ones(len(rollout_of(trainer))))
+
+
+def test_per_token_advantages_reach_the_loss(make_config):
+    trainer = train_steps(make_config(["digit_reward", "token_decay"]), steps=1)
+    batch = trainer._buffered_inputs[0]
+    advantages, mask = batch["advantages"], batch["completion_mask"]
+    assert advantages.shape == batch["completion_ids"].shape
+    # On-policy the importance ratio is 1, so TRL's default (dapo) loss is -sum(A * mask) / tokens.
+    trainer.model.train()
+    loss = trainer.compute_loss(trainer.model, batch)
+    expected = -(advantages * mask).sum() / mask.sum()
+    assert torch.allclose(loss.detach(), expected, atol=1e-5)
+
+
+def test_loss_term_changes_the_gradient_by_its_weight(make_config):
+    trainer = train_steps(make_config(["digit_reward", "logp_loss"]), steps=1)
+    batch = trainer._buffered_inputs[0]
+    model = trainer.model
+
+    def gradient(loss):
+        model.zero_grad()
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    def loss_with(weight):
+        trainer._loss_weights["logp_loss"] = weight
+        return trainer.compute_loss(model, batch)
+
+    # The term alone: the mean completion log-prob, computed without the plugin.
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, batch["completion_ids"].size(1))
+    mask = batch["completion_mask"].float()
+    term = gradient((logps * mask).sum() / mask.sum())
+
+    assert term.abs().max() > 1e-4
+    assert torch.allclose(gradient(loss_with(0.5)) - gradient(loss_with(0.0)), 0.5 * term, atol=1e-6)
+
+
+def test_post_step_runs_after_each_step_and_logs(make_config, hook_recorder):
+    trainer = train_steps(make_config(["digit_reward", "step_counter"]), steps=3, monitor=hook_recorder)
+    assert trainer.plugins.plugins["step_counter"].steps == 3
+    assert [h["step_counter/steps"] for h in trainer.state.log_history if "step_counter/steps" in h] == [1, 2, 3]
+    assert hook_recorder.order("post_step") == ["step_counter"] * 3
