@@ -6,6 +6,7 @@ import json
 import os
 from importlib.metadata import version
 
+import torch
 from accelerate import PartialState
 from trl import GRPOConfig
 
@@ -27,8 +28,12 @@ def build_plugin_manager(config: LoadedConfig, monitor=None) -> PluginManager:
 
 
 def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig:
+    settings = dict(config.host.trainer)
+    if not torch.cuda.is_available():
+        # GRPOConfig defaults to bf16 on an accelerator; on a machine without one, the same config should just run.
+        settings = {"use_cpu": True, "bf16": False, **settings}
     try:
-        return GRPOConfig(output_dir=output_dir or config.host.output_dir, **dict(config.host.trainer))
+        return GRPOConfig(output_dir=output_dir or config.host.output_dir, **settings)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"trainer: {exc}") from exc
 

@@ -1,0 +1,94 @@
+"""One process of a multi-process test run, launched by tests/test_distributed.py through torchrun.
+
+    python -m torch.distributed.run --nproc_per_node 2 tests/distributed_worker.py SPEC.json
+
+SPEC.json holds ``model_dir``, ``out`` (a folder) and ``runs``: a list of ``{"name", "plugins", "sections"}``
+(``sections`` merge over the tiny defaults of :func:`stackrl.testing.tiny.tiny_config`). The runs train one after
+the other in the same processes (one launch pays the interpreter and import start-up once). For each run, each rank
+writes ``<out>/<name>/rank<N>.json``: what ``group_rank`` saw (its ``seen`` list), every rollout its ``reward`` hook
+was called with (prompts, completion ids, built-in rewards, its result), the final parameter hash and the global
+step. Without torchrun (no ``RANK`` in the environment) it runs as one process; the tests also call :func:`run_one`
+in-process for the single-process reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def parameter_hash(model) -> str:
+    """SHA-256 over every parameter's name and bytes, in name order."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, param in sorted(model.named_parameters()):
+        digest.update(name.encode())
+        digest.update(param.detach().to(torch.float32).cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+class RewardCalls:
+    """A plugin-manager monitor that keeps, for each ``group_rank`` reward call, the whole rollout it was given."""
+
+    def __init__(self):
+        self.tokenizer = None
+        self.calls = []
+
+    def __call__(self, hook, plugin, kwargs, result):
+        if hook != "reward" or plugin != "group_rank":
+            return
+        rollout = kwargs["ctx"].rollout
+        self.calls.append(
+            {
+                "step": kwargs["ctx"].step,
+                "group_size": rollout.group_size,
+                "prompts": list(rollout.prompts),
+                # what was generated from (after transform_prompts), decoded
+                "prompt_texts": self.tokenizer.batch_decode(rollout.prompt_ids, skip_special_tokens=True),
+                "completion_ids": [list(map(int, ids)) for ids in rollout.completion_ids],
+                "builtin_rewards": {k: v.tolist() for k, v in rollout.rewards.items()},
+                "result": [float(x) for x in result],
+            }
+        )
+
+
+def run_one(model_dir: str, run: dict, out: str) -> dict:
+    """Build the trainer for ``run``, train, and return (and write) this rank's report."""
+    import stackrl.testing  # noqa: F401  (offline environment before transformers is imported)
+    from stackrl.run import build_trainer
+    from stackrl.testing.tiny import tiny_config
+
+    rank = int(os.environ.get("RANK", "0"))
+    out = Path(out) / run["name"]
+    # Each rank writes its own copy of the YAML: no two processes write one file.
+    config = tiny_config(model_dir, run["plugins"], tmp_dir=out / f"config-rank{rank}", **run["sections"])
+    calls = RewardCalls()
+    trainer = build_trainer(config, monitor=calls)
+    calls.tokenizer = trainer.processing_class  # hooks run only once training starts
+    trainer.train()
+    plugins = trainer.plugins.plugins
+    report = {
+        "rank": rank,
+        "process_index": trainer.accelerator.process_index,
+        "world_size": trainer.accelerator.num_processes,
+        "distributed_type": str(trainer.accelerator.distributed_type),
+        "backend": str(getattr(trainer.accelerator.state, "backend", None)),
+        "global_step": trainer.state.global_step,
+        "seen": plugins["group_rank"].seen if "group_rank" in plugins else None,
+        "reward_calls": calls.calls,
+        "param_hash": parameter_hash(trainer.model),
+        "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"rank{rank}.json").write_text(json.dumps(report))
+    return report
+
+
+if __name__ == "__main__":
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    for one in spec["runs"]:
+        run_one(spec["model_dir"], one, spec["out"])

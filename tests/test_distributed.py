@@ -1,0 +1,230 @@
+"""Acceptance: ``torchrun --nproc_per_node 2`` on CPU (gloo): a group-level reward plugin sees whole groups, and
+its rewards equal the single-process run's for the same seed; a stack of plugins trains and checkpoints.
+
+One torchrun launch (tests/distributed_worker.py) trains two runs in the same two processes, to pay the start-up
+of two interpreters once: ``greedy`` (group_rank + exact_match, greedy decoding) and ``stack`` (six test plugins,
+sampled, checkpointing). The single-process reference of ``greedy`` trains in this process.
+
+Layout: per_device_train_batch_size=6 on 2 processes, num_generations=4, so one generation batch is 12 rows = 3
+groups and group 1 (rows 4..7) straddles the processes: rank 0 holds rows 4-5, rank 1 rows 6-7. Neither process
+holds a whole number of groups (6 % 4 != 0), so a reward computed on local rows only could not even be reshaped
+into groups. The single-process reference uses per_device_train_batch_size=12: the same global batch, so TRL's
+seeded sampler feeds the same 3 prompts per step in both layouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+
+
+def _load_worker():
+    """The worker module, by path (whatever pytest's import mode, tests/ need not be on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stackrl_tests_distributed_worker", WORKER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+NPROC = 2
+PER_DEVICE = 6
+GROUP = 4
+GLOBAL = NPROC * PER_DEVICE
+STEPS = 2
+STACK = ["prompt_suffix", "digit_reward", "group_rank", "token_decay", "logp_loss", "step_counter"]
+EOS_BIAS = 4.0  # makes the random tiny model end completions early, so lengths vary and group_rank has work to do
+
+assert GLOBAL % GROUP == 0 and PER_DEVICE % GROUP != 0, "a group must straddle the two processes"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _eos_id(model_dir) -> int:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir).eos_token_id
+
+
+def _runs(model_dir, out: Path) -> dict[str, dict]:
+    eos_bias = [[[_eos_id(model_dir)], EOS_BIAS]]  # GenerationConfig.sequence_bias, in its list form
+    return {
+        # Why greedy: TRL seeds each process differently (set_seed(seed, device_specific=True)) and each process
+        # samples its own rows in one batched generate call, so with sampling the same seed does NOT give the same
+        # completions in the two layouts: the draws depend on the process index and on how many rows share the
+        # call. Greedy decoding makes every completion a function of its prompt and the weights alone, so both
+        # layouts generate the same rollout, and rewards (a function of the whole rollout) must be equal. Under
+        # greedy the 4 completions of a group are identical, so group_rank's values here come from tie-breaking
+        # alone; the sampled `stack` run below checks its ranking on varied lengths against a single-process
+        # recomputation on the very rollout the two processes gathered.
+        "greedy": {
+            "name": "greedy",
+            "plugins": ["group_rank"],
+            "sections": {
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "greedy" / "run"),
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
+                    "generation_kwargs": {"do_sample": False, "sequence_bias": eos_bias},
+                },
+            },
+        },
+        "stack": {
+            "name": "stack",
+            "plugins": STACK,
+            "sections": {
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "stack" / "run"),
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
+                    "save_strategy": "steps",
+                    "save_steps": 2,
+                    "generation_kwargs": {"sequence_bias": eos_bias},
+                },
+            },
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def launched(tiny_model_dir, tmp_path_factory):
+    """Both runs trained by 2 processes; returns (runs, out folder)."""
+    out = tmp_path_factory.mktemp("distributed")
+    runs = _runs(tiny_model_dir, out)
+    spec = out / "spec.json"
+    spec.write_text(json.dumps({"model_dir": str(tiny_model_dir), "out": str(out), "runs": list(runs.values())}))
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",  # gloo on CPU even where a GPU exists
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+    }
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", str(NPROC), "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+        str(WORKER), str(spec),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    return runs, out
+
+
+def _reports(out: Path, name: str) -> list[dict]:
+    return [json.loads((out / name / f"rank{rank}.json").read_text()) for rank in range(NPROC)]
+
+
+def _check_whole_groups(report: dict) -> None:
+    assert report["world_size"] == NPROC and report["distributed_type"] == "DistributedType.MULTI_CPU"
+    assert report["backend"] == "gloo"
+    assert report["global_step"] == STEPS
+    assert [(s["group_size"], s["rows"]) for s in report["seen"]] == [(GROUP, GLOBAL)] * STEPS
+    assert len(report["reward_calls"]) == STEPS
+    for call in report["reward_calls"]:
+        prompts = call["prompts"]
+        assert len(prompts) == len(call["completion_ids"]) == GLOBAL
+        groups = [prompts[i : i + GROUP] for i in range(0, GLOBAL, GROUP)]
+        assert all(len(set(group)) == 1 for group in groups), f"rows of a group have different prompts: {groups}"
+
+
+def _group_rank_single_process(call: dict) -> list[float]:
+    """group_rank's rewards for ``call``'s rollout, computed in this one process."""
+    from stackrl.context import Rollout
+    from stackrl_test_plugins import GroupRankConfig, GroupRankReward
+
+    n = len(call["prompts"])
+    rollout = Rollout(
+        prompts=call["prompts"],
+        completions=[""] * n,
+        prompt_ids=[[]] * n,
+        completion_ids=call["completion_ids"],
+        columns={},
+        group_size=call["group_size"],
+    )
+    return GroupRankReward(GroupRankConfig(record=False)).reward(SimpleNamespace(rollout=rollout)).tolist()
+
+
+def test_group_reward_sees_whole_groups_and_matches_single_process(launched, tiny_model_dir, tmp_path):
+    runs, out = launched
+    ranks = _reports(out, "greedy")
+    for report in ranks:
+        _check_whole_groups(report)
+    # Both processes saw the same, whole rollout and computed the same rewards; DDP kept the weights in step.
+    assert ranks[0]["seen"] == ranks[1]["seen"]
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+
+    # The single-process reference: the same global batch on one process, same seed (threads as the workers').
+    single = json.loads(json.dumps(runs["greedy"]))
+    single["name"] = "single"
+    single["sections"]["output_dir"] = str(tmp_path / "single-run")
+    single["sections"]["trainer"]["per_device_train_batch_size"] = GLOBAL
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        reference = _load_worker().run_one(str(tiny_model_dir), single, str(tmp_path))
+    finally:
+        torch.set_num_threads(threads)
+    assert reference["world_size"] == 1 and reference["global_step"] == STEPS
+    assert [(s["group_size"], s["rows"]) for s in reference["seen"]] == [(GROUP, GLOBAL)] * STEPS
+
+    for got, want in zip(ranks[0]["reward_calls"], reference["reward_calls"], strict=True):
+        assert got["prompts"] == want["prompts"]  # the seeded sampler fed the same prompts
+        assert got["completion_ids"] == want["completion_ids"]  # greedy: the same completions
+        assert got["builtin_rewards"] == want["builtin_rewards"]
+        assert got["result"] == want["result"]
+    assert ranks[0]["seen"] == reference["seen"]
+
+
+def test_plugin_stack_two_processes_with_checkpoint(launched):
+    runs, out = launched
+    ranks = _reports(out, "stack")
+    for report in ranks:
+        _check_whole_groups(report)
+        assert report["steps_counted"] == STEPS
+    # Each process sampled its own half with its own RNG, yet both hold the same gathered rollout.
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
+    assert ranks[0]["seen"] == ranks[1]["seen"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+
+    straddling_varied = False
+    for call in ranks[0]["reward_calls"]:
+        # prompt_suffix changed what was generated from; the rollout keeps the dataset's prompts.
+        assert all(text.endswith(" Answer:") for text in call["prompt_texts"]), call["prompt_texts"]
+        assert not any(p.endswith(" Answer:") for p in call["prompts"])
+        # The rewards the two processes computed equal a single-process computation on the whole rollout.
+        assert call["result"] == _group_rank_single_process(call)
+        lengths = [len(ids) for ids in call["completion_ids"]]
+        straddling_varied |= len(set(lengths[GROUP : 2 * GROUP])) > 1
+    assert straddling_varied, "sampled lengths never varied within the straddling group: the ranking check is void"
+
+    checkpoints = sorted(p.name for p in (out / "stack" / "run").glob("checkpoint-*"))
+    assert checkpoints == [f"checkpoint-{STEPS}"]
+    folder = out / "stack" / "run" / checkpoints[0]
+    for name in ("stackrl_plugins.pt", "stackrl_config.yaml", "stackrl_versions.json", "model.safetensors"):
+        assert (folder / name).is_file(), name
+    states = torch.load(folder / "stackrl_plugins.pt", weights_only=True)
+    assert states["step_counter"]["steps"] == STEPS
+    assert len(states["step_counter"]["reward_sums"]) == STEPS
+    assert [s["rewards"] for s in states["group_rank"]["seen"]] == [s["rewards"] for s in ranks[0]["seen"]]

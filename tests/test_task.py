@@ -1,0 +1,108 @@
+"""The built-in arithmetic task and the shipped ``stackrl/arith-tiny`` checkpoint."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from stackrl.rewards import exact_match
+from stackrl.tasks import BUILTIN_MODELS, TASKS
+from stackrl.tasks.arithmetic import CATEGORIES, make_dataset, split_of
+
+_STEP = re.compile(r"^(\d+) ([+*-]) (\d+) = (\d+)$")
+
+
+def _rows(ds):
+    return [dict(r) for r in ds]
+
+
+def test_registry():
+    assert TASKS["arithmetic"] is make_dataset
+    path = BUILTIN_MODELS["stackrl/arith-tiny"]()
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
+        assert (path / name).is_file(), name
+
+
+def test_deterministic_per_seed():
+    a = make_dataset("train", 60, seed=3)
+    assert a.column_names == ["question", "answer", "solution", "category"]
+    assert _rows(a) == _rows(make_dataset("train", 60, seed=3))
+    assert _rows(a) != _rows(make_dataset("train", 60, seed=4))
+    assert _rows(make_dataset("test", 60, seed=3)) == _rows(make_dataset("test", 60, seed=3))
+
+
+def test_categories_and_distinct():
+    ds = make_dataset("test", 120, seed=0)
+    assert set(ds["category"]) == set(CATEGORIES)
+    assert len(set(ds["question"])) == len(ds)
+    only = make_dataset("train", 20, seed=0, categories=[CATEGORIES[0]])
+    assert set(only["category"]) == {CATEGORIES[0]}
+    with pytest.raises(ValueError):
+        make_dataset("train", 5, categories=["no such category"])
+    with pytest.raises(ValueError):
+        make_dataset("validation", 5)
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_answers_are_exact(split):
+    for row in make_dataset(split, 300, seed=1):
+        question = row["question"]
+        assert question.startswith("What is ") and question.endswith("?\n")
+        assert str(eval(question[len("What is ") : -2], {"__builtins__": {}})) == row["answer"]
+        lines = row["solution"].split("\n")
+        assert lines[-1] == f"The answer is {row['answer']}."
+        steps = int(row["category"].split()[0])
+        assert len(lines) == steps + 1
+        previous = None
+        for line in lines[:-1]:
+            left, op, right, result = _STEP.match(line).groups()
+            assert eval(f"{left} {op} {right}") == int(result) >= 0
+            assert previous is None or left == previous
+            previous = result
+        assert previous == row["answer"]
+        assert exact_match(row["solution"], row["answer"]) == 1.0
+        assert exact_match(row["solution"], str(int(row["answer"]) + 1)) == 0.0
+
+
+def test_train_test_disjoint():
+    train = make_dataset("train", 3000, seed=0)
+    test = make_dataset("test", 600, seed=0)
+    other_test = make_dataset("test", 600, seed=1)
+    assert not set(train["question"]) & (set(test["question"]) | set(other_test["question"]))
+    assert all(split_of(q) == "train" for q in train["question"])
+    assert all(split_of(q) == "test" for q in test["question"])
+
+
+@pytest.fixture(scope="module")
+def arith_tiny():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = BUILTIN_MODELS["stackrl/arith-tiny"]()
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def test_checkpoint_loads_offline(arith_tiny):
+    model, tokenizer = arith_tiny
+    assert tokenizer.pad_token == "<|pad|>" and tokenizer.eos_token == "<|endoftext|>"
+    assert tokenizer.padding_side == "left"
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert model.config.vocab_size == len(tokenizer)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 1 + 2?"}], tokenize=False,
+                                           add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>assistant\n")
+
+
+def test_checkpoint_solves_easy_problems(arith_tiny):
+    import torch
+
+    model, tokenizer = arith_tiny
+    test = make_dataset("test", 32, seed=0, categories=[CATEGORIES[0]])
+    enc = tokenizer(test["question"], return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=False, max_new_tokens=40)
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    solved = sum(exact_match(t, a) for t, a in zip(texts, test["answer"]))
+    assert solved >= 16, texts[:4]
