@@ -52,7 +52,8 @@ def test_config_validate_reports_conflicts_without_loading_a_model(tmp_path, cap
 
 
 def test_trainer_settings_are_checked_by_grpo_config(tmp_path, capsys):
-    path = write(tmp_path, "a.yaml", {"trainer": {"per_device_train_batch_size": 3, "num_generations": 4}})
+    path = write(tmp_path, "a.yaml", {"rewards": {"exact_match": 1.0},
+                                      "trainer": {"per_device_train_batch_size": 3, "num_generations": 4}})
     assert main(["config", "validate", path]) == 2
     assert capsys.readouterr().err.startswith("stackrl: error: trainer: ")
 

@@ -139,3 +139,14 @@ def test_wrong_type_in_a_file(tmp_path):
     assert str(error.value) == (
         f"{path}: wrong type for 'model.quantization': Value 'four' of type 'str' could not be converted to Integer"
     )
+
+
+def test_weight_for_an_unknown_reward_component(tmp_path):
+    from stackrl.run import validate
+
+    path = write(tmp_path, "a.yaml", {"plugins": ["digit_reward"], "rewards": {"exact_match": 1.0, "digit_rewards": 2}})
+    with pytest.raises(ConfigError) as error:
+        validate(load_config([path]))
+    assert str(error.value) == (
+        "rewards.digit_rewards: no reward component of that name in this run; available: exact_match, digit_reward"
+    )

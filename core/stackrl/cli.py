@@ -64,10 +64,9 @@ def cmd_config(args) -> None:
     if args.action == "show":
         print(config.to_yaml(), end="")
         return
-    from stackrl.run import build_plugin_manager, grpo_args
+    from stackrl.run import validate
 
-    manager = build_plugin_manager(config)
-    grpo_args(config, output_dir=config.host.output_dir)
+    manager = validate(config)
     order = ", ".join(config.plugin_classes) or "none"
     exclusive = {hook: manager.implementers(hook) for hook in ("generate_rollout", "estimate_advantages")}
     print(f"config ok: plugins in call order: {order}; exclusive hooks: {exclusive}")

@@ -228,6 +228,11 @@ def _check_semantics(config: LoadedConfig) -> None:
         raise ConfigError("model.quantization needs model.lora: a quantized model trains only through an adapter")
     if model.dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise ConfigError(f"model.dtype must be float32, bfloat16, float16 or auto, not '{model.dtype}'")
+    for name, weight in config.host.rewards.items():
+        if weight is None and name not in OUTCOME_REWARDS:
+            raise ConfigError(
+                f"rewards.{name}: null turns off a built-in outcome reward; give a plugin's component weight 0 instead"
+            )
     outcome = [name for name, weight in config.host.rewards.items() if weight is not None and name in OUTCOME_REWARDS]
     if data.label_free and outcome:
         raise ConfigError(

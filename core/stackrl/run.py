@@ -16,7 +16,7 @@ from stackrl.errors import ConfigError
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
 from stackrl.rewards import OUTCOME_REWARDS
-from stackrl.trainer import StackTrainer
+from stackrl.trainer import StackTrainer, reward_components, weights_by_name
 
 CONFIG_FILE = "stackrl_config.yaml"
 VERSIONS_FILE = "stackrl_versions.json"
@@ -25,6 +25,24 @@ VERSIONS_FILE = "stackrl_versions.json"
 def build_plugin_manager(config: LoadedConfig, monitor=None) -> PluginManager:
     """A fresh manager over fresh plugin instances: one per run."""
     return PluginManager(config.plugins(), exclusive=dict(config.host.exclusive), monitor=monitor)
+
+
+def outcome_rewards(config: LoadedConfig) -> dict:
+    """The built-in outcome rewards the config turns on, by name."""
+    return {name: OUTCOME_REWARDS[name] for name, w in config.host.rewards.items() if w is not None and name in OUTCOME_REWARDS}
+
+
+def reward_weights(config: LoadedConfig) -> dict[str, float]:
+    return {name: w for name, w in config.host.rewards.items() if w is not None}
+
+
+def validate(config: LoadedConfig) -> PluginManager:
+    """Every check a run makes before loading a model: plugins, exclusive hooks, weights, trainer settings."""
+    manager = build_plugin_manager(config)
+    weights_by_name("rewards", reward_weights(config), reward_components(outcome_rewards(config), manager))
+    weights_by_name("losses", config.host.losses, manager.implementers("loss_term"))
+    grpo_args(config)
+    return manager
 
 
 def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig:
@@ -52,7 +70,6 @@ def build_trainer(config: LoadedConfig, output_dir: str | None = None, monitor=N
     host = config.host
     tokenizer = load_tokenizer(host.model)
     model, peft_config = load_model(host.model, PartialState().device)
-    rewards = {name: w for name, w in host.rewards.items() if w is not None}
     files = run_files(config)
     if args.should_save:
         os.makedirs(args.output_dir, exist_ok=True)
@@ -66,9 +83,9 @@ def build_trainer(config: LoadedConfig, output_dir: str | None = None, monitor=N
         train_dataset=load_prompts(host.data),
         peft_config=peft_config,
         plugins=plugins,
-        outcome_rewards={name: OUTCOME_REWARDS[name] for name in rewards if name in OUTCOME_REWARDS},
+        outcome_rewards=outcome_rewards(config),
         answer_column=host.data.answer_column,
-        reward_weights=rewards,
+        reward_weights=reward_weights(config),
         loss_weights=dict(host.losses),
         run_files=files,
         **trainer_kwargs,

@@ -46,6 +46,26 @@ PLUGIN_STATE_FILE = "stackrl_plugins.pt"
 ROW_INDEX = "stackrl_row"  # each row's index in the whole rollout; per-sample so TRL's shuffle carries it
 
 
+def reward_components(outcome_rewards, plugins: PluginManager) -> list[str]:
+    """The run's reward components in order: built-in outcome rewards, then reward plugins in config order."""
+    components = [*outcome_rewards, *plugins.implementers("reward")]
+    if not components:
+        raise ConfigError("no reward: name a built-in outcome reward under 'rewards' or add a reward plugin")
+    return components
+
+
+def weights_by_name(section: str, weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
+    """A weight for each of ``names`` (default 1.0); a weight for any other name is a config error."""
+    weights = dict(weights or {})
+    for name in weights:
+        if name not in names:
+            kind = "reward component" if section == "rewards" else "loss term"
+            raise ConfigError(
+                f"{section}.{name}: no {kind} of that name in this run; available: {', '.join(names) or 'none'}"
+            )
+    return {name: float(weights.get(name, 1.0)) for name in names}
+
+
 class StackTrainer(GRPOTrainer):
     """A GRPOTrainer whose rollouts, rewards, advantages and losses plugins can change.
 
@@ -72,11 +92,9 @@ class StackTrainer(GRPOTrainer):
         self._outcome_rewards = dict(outcome_rewards or {})
         self._answer_column = answer_column
         self._run_files = dict(run_files or {})
-        self._loss_weights = self._check_weights("losses", loss_weights, plugins.implementers("loss_term"))
-        components = [*self._outcome_rewards, *plugins.implementers("reward")]
-        if not components:
-            raise ConfigError("no reward: name a built-in outcome reward under 'rewards' or add a reward plugin")
-        weights = self._check_weights("rewards", reward_weights, components)
+        self._loss_weights = weights_by_name("losses", loss_weights, plugins.implementers("loss_term"))
+        components = reward_components(self._outcome_rewards, plugins)
+        weights = weights_by_name("rewards", reward_weights, components)
         grpo_args = kwargs["args"]
         if grpo_args.reward_weights is not None:
             raise ConfigError("trainer.reward_weights is set by stackrl from 'rewards'; remove it from 'trainer'")
@@ -93,17 +111,6 @@ class StackTrainer(GRPOTrainer):
         )
         self._shared_policy = PolicyAccess(self, sharded=True)
         self.add_callback(_HookCallback(self))
-
-    @staticmethod
-    def _check_weights(section: str, weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
-        weights = dict(weights or {})
-        for name in weights:
-            if name not in names:
-                raise ConfigError(
-                    f"{section}.{name}: no {'reward component' if section == 'rewards' else 'loss term'} of "
-                    f"that name in this run; available: {', '.join(names) or 'none'}"
-                )
-        return {name: float(weights.get(name, 1.0)) for name in names}
 
     # -- shared plumbing ------------------------------------------------------------------------------------------
 
