@@ -183,3 +183,17 @@ def test_catches_a_spec_docstring_without_kind_or_example(monkeypatch, doc_text)
     problems = doc_problems(doc_text)
     assert "spec reward: the docstring states no kind (chained/collected/exclusive/notified)" in problems
     assert "spec reward: the docstring has no Example" in problems
+
+
+def test_python_examples_parse(doc_text):
+    blocks = re.findall(r"^```python\n(.*?)^```", doc_text, re.MULTILINE | re.DOTALL)
+    assert len(blocks) >= len(HOOKS)
+    for block in blocks:
+        compile(block, "docs/hooks.md example", "exec")
+
+
+def test_catches_a_stale_capability_signature(doc_text):
+    broken = doc_text.replace("full_vocab=False, grad=False", "grad=False", 1)
+    assert broken != doc_text
+    problems = _only_new(broken, doc_text)
+    assert any(p.startswith("docs: ctx.score is documented as") for p in problems), problems

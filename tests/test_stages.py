@@ -112,3 +112,9 @@ def test_post_step_runs_after_each_step_and_logs(make_config, hook_recorder):
     assert trainer.plugins.plugins["step_counter"].steps == 3
     assert [h["step_counter/steps"] for h in trainer.state.log_history if "step_counter/steps" in h] == [1, 2, 3]
     assert hook_recorder.order("post_step") == ["step_counter"] * 3
+
+
+def test_lifecycle_hooks_log_as_training_metrics(make_config):
+    history = train_steps(make_config(["digit_reward", "step_counter"]), steps=2).state.log_history
+    assert history[0]["step_counter/started_at"] == 0
+    assert history[-1]["step_counter/total_steps"] == 2 and history[-1]["step"] == 2

@@ -215,8 +215,10 @@ def state_dict():
 
 @hookspec
 def load_state_dict(state):
-    """Restore what ``state_dict`` returned. Called on resume, before ``train_begin``.
+    """Restore what ``state_dict`` returned. Notified, in config order, each plugin with its own entry.
 
+    When: on resume, before ``train_begin``; a plugin with no entry in the checkpoint is not called (a warning
+    says so) and starts fresh.
     Sees: ``state``, this plugin's entry of the checkpoint.
 
     Example::

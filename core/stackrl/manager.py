@@ -10,7 +10,6 @@ name, the hook and the step.
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable
@@ -195,9 +194,3 @@ class PluginManager:
             return name, self._call(name, hook, fn, args, kwargs)
         return None, None
 
-
-def check_finite(plugin: str, hook: str, step, what: str, values) -> None:
-    """Refuse NaN and infinity in a plugin's numbers, naming the first bad position."""
-    for i, v in enumerate(values):
-        if v is not None and not math.isfinite(float(v)):
-            raise PluginError(f"plugin '{plugin}' returned {float(v)} from hook '{hook}' at step {step} ({what} {i})")

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 from accelerate.utils import gather_object
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
 
@@ -37,13 +37,24 @@ from stackrl.context import (
     StepContext,
 )
 from stackrl.errors import ConfigError, PluginError, StackrlError
-from stackrl.manager import PluginManager, check_finite
+from stackrl.manager import PluginManager
 from stackrl.policy import PolicyAccess
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_STATE_FILE = "stackrl_plugins.pt"
 ROW_INDEX = "stackrl_row"  # each row's index in the whole rollout; per-sample so TRL's shuffle carries it
+
+
+def check_finite(plugin: str, hook: str, step, what: str, values) -> None:
+    """Refuse NaN and infinity in a plugin's numbers (a tensor, or a list where ``None`` means "not scored")."""
+    if not isinstance(values, torch.Tensor):
+        values = torch.tensor([0.0 if v is None else float(v) for v in values])
+    flat = values.detach().flatten()
+    bad = (~torch.isfinite(flat)).nonzero()
+    if len(bad):
+        i = int(bad[0])
+        raise PluginError(f"plugin '{plugin}' returned {float(flat[i])} from hook '{hook}' at step {step} ({what} {i})")
 
 
 def reward_components(outcome_rewards, plugins: PluginManager) -> list[str]:
@@ -126,7 +137,7 @@ class StackTrainer(GRPOTrainer):
             step=self.state.global_step,
             tokenizer=self.processing_class,
             policy=fields.pop("policy", self._shared_policy),
-            _log=self._log_metric_now,
+            _log=fields.pop("_log", self._log_metric_now),
             **fields,
         )
 
@@ -273,7 +284,7 @@ class StackTrainer(GRPOTrainer):
                     f"{where} returned advantages of shape {tuple(adv.shape)}; expected ({len(rollout)},) or "
                     f"({len(rollout)}, {width})"
                 )
-            check_finite(plugin, hook, ctx.step, "element", adv.detach().flatten().tolist())
+            check_finite(plugin, hook, ctx.step, "element", adv)
             return adv.detach().float().cpu()
 
         plugin, advantages = self.plugins.exclusive("estimate_advantages", ctx=ctx)
@@ -296,8 +307,8 @@ class StackTrainer(GRPOTrainer):
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if kwargs.get("compute_entropy") and torch.is_grad_enabled():
-            self._policy_logps = result[0]  # the loss's own forward, still attached to the graph
+        if kwargs.get("compute_entropy"):  # only _compute_loss asks for entropies
+            self._policy_logps = result[0]  # the loss's own forward (attached to the graph when training)
         return result
 
     def _compute_loss(self, model, inputs):
@@ -326,7 +337,7 @@ class StackTrainer(GRPOTrainer):
                 raise PluginError(
                     f"plugin '{name}' returned {shape} from hook 'loss_term' at step {ctx.step}; expected a scalar tensor"
                 )
-            check_finite(name, "loss_term", ctx.step, "term", [term.item()])
+            check_finite(name, "loss_term", ctx.step, "term", term)
             loss = loss + self._loss_weights[name] * scale * term
             self._metrics[self._mode][f"loss/{name}"].append(term.item())
         return loss
@@ -334,8 +345,20 @@ class StackTrainer(GRPOTrainer):
     # -- post-step, lifecycle, checkpoints ------------------------------------------------------------------------
 
     def notify(self, hook: str) -> None:
-        if self.plugins.has(hook):
-            self.plugins.each(hook, ctx=self._context(StepContext, rollout=self._rollouts.get("train")))
+        """Call a lifecycle hook; what plugins log there is a training metric, whatever mode the model is in."""
+        if not self.plugins.has(hook):
+            return
+        logged: dict[str, list[float]] = {}
+        ctx = self._context(
+            StepContext, rollout=self._rollouts.get("train"), _log=lambda k, v: logged.setdefault(k, []).append(v)
+        )
+        self.plugins.each(hook, ctx=ctx)
+        if hook == "train_end" and logged:
+            # TRL has written its last log line by now: write these as one more, bypassing its per-mode averaging.
+            Trainer.log(self, {k: sum(v) / len(v) for k, v in logged.items()})
+            return
+        for name, values in logged.items():
+            self._metrics["train"][name].extend(values)
 
     def _save_checkpoint(self, model, trial):
         # Ask every plugin for its state before anything is written: a plugin that fails leaves no partial checkpoint.

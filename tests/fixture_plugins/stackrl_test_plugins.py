@@ -144,10 +144,18 @@ class StepCounter(Plugin):
         self.reward_sums = []
 
     @hookimpl
+    def train_begin(self, ctx):
+        ctx.log("started_at", ctx.step)
+
+    @hookimpl
     def post_step(self, ctx):
         self.steps += 1
         self.reward_sums.append(sum(float(r.nansum()) for r in ctx.rollout.rewards.values()))
         ctx.log("steps", self.steps)
+
+    @hookimpl
+    def train_end(self, ctx):
+        ctx.log("total_steps", self.steps)
 
     @hookimpl
     def state_dict(self):
