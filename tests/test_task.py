@@ -100,9 +100,9 @@ def test_checkpoint_solves_easy_problems(arith_tiny):
 
     model, tokenizer = arith_tiny
     test = make_dataset("test", 32, seed=0, categories=[CATEGORIES[0]])
-    enc = tokenizer(test["question"], return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = tokenizer(list(test["question"]), return_tensors="pt", padding=True, add_special_tokens=False)
     with torch.no_grad():
         out = model.generate(**enc, do_sample=False, max_new_tokens=40)
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    solved = sum(exact_match(t, a) for t, a in zip(texts, test["answer"]))
+    solved = sum(exact_match(t, a) for t, a in zip(texts, list(test["answer"])))
     assert solved >= 16, texts[:4]

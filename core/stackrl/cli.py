@@ -1,4 +1,4 @@
-"""The ``stackrl`` command: train, list plugins, show and validate configs."""
+"""The ``stackrl`` command: train, evaluate, plot, list plugins, show and validate configs."""
 
 from __future__ import annotations
 
@@ -24,13 +24,32 @@ def _load(items):
 
 
 def cmd_train(args) -> None:
-    from stackrl.run import build_trainer
+    from stackrl.plots import PLOTS_DIR
+    from stackrl.run import train
 
     config = _load(args.config)
-    trainer = build_trainer(config)
-    trainer.train(resume_from_checkpoint=args.resume)
-    trainer.save_model(trainer.args.output_dir)
-    print(f"run written to {trainer.args.output_dir}")
+    result = train(config, resume=args.resume)
+    if "before" in result and "after" in result:
+        k = config.host.eval.samples
+        for metric in ("pass@1", f"maj@{k}"):
+            print(f"held-out {metric}: {result['before'][metric]:.3f} before -> {result['after'][metric]:.3f} after")
+    print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")
+
+
+def cmd_eval(args) -> None:
+    from stackrl.run import evaluate_checkpoint
+
+    checkpoint = [i.split("=", 1)[1] for i in args.config if i.startswith("checkpoint=")]
+    config = _load([i for i in args.config if not i.startswith("checkpoint=")])
+    result = evaluate_checkpoint(config, checkpoint[-1] if checkpoint else None)
+    print(json.dumps(result, indent=2))
+
+
+def cmd_plot(args) -> None:
+    from stackrl.plots import plot_run
+
+    for path in plot_run(args.run_dir):
+        print(path)
 
 
 def cmd_plugins(args) -> None:
@@ -81,6 +100,14 @@ def main(argv=None) -> int:
     train.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
                        help="resume from CHECKPOINT, or from the run's last checkpoint")
     train.set_defaults(func=cmd_train)
+
+    evaluate = sub.add_parser("eval", help="held-out pass@1 and majority@k: stackrl eval CONFIG... [checkpoint=PATH]")
+    evaluate.add_argument("config", nargs="+", metavar="CONFIG_OR_OVERRIDE")
+    evaluate.set_defaults(func=cmd_eval)
+
+    plot = sub.add_parser("plot", help="redraw the plots of a run folder")
+    plot.add_argument("run_dir")
+    plot.set_defaults(func=cmd_plot)
 
     plugins = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")
     plugins.add_argument("--json", action="store_true")

@@ -61,6 +61,21 @@ class DataSection:
 
 
 @dataclass
+class EvalSection:
+    """Held-out evaluation: ``stackrl eval``, and ``stackrl train`` before and after training."""
+
+    split: str = "test"
+    size: int = 200
+    samples: int = 4  # completions per problem: pass@1 averages them, maj@k votes over them
+    temperature: float = 1.0  # 0 = greedy
+    max_new_tokens: Optional[int] = None  # default: trainer.max_completion_length
+    batch_size: int = 64
+    seed: int = 0
+    metric: str = "exact_match"  # a built-in outcome reward that judges a completion
+    before_and_after: bool = True  # evaluate at the start and the end of `stackrl train`
+
+
+@dataclass
 class StackConfig:
     """The root of a stackrl config. Each plugin's settings sit beside these keys, under the plugin's name."""
 
@@ -71,6 +86,7 @@ class StackConfig:
     losses: Dict[str, float] = field(default_factory=dict)  # plugin loss term -> weight
     exclusive: Dict[str, str] = field(default_factory=dict)  # exclusive hook -> winning plugin
     trainer: Dict[str, Any] = field(default_factory=dict)  # passed to trl.GRPOConfig
+    eval: EvalSection = field(default_factory=EvalSection)
     output_dir: str = "runs/stackrl"
 
 
@@ -233,6 +249,10 @@ def _check_semantics(config: LoadedConfig) -> None:
             raise ConfigError(
                 f"rewards.{name}: null turns off a built-in outcome reward; give a plugin's component weight 0 instead"
             )
+    if config.host.eval.metric not in OUTCOME_REWARDS:
+        raise ConfigError(
+            f"eval.metric must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not '{config.host.eval.metric}'"
+        )
     outcome = [name for name, weight in config.host.rewards.items() if weight is not None and name in OUTCOME_REWARDS]
     if data.label_free and outcome:
         raise ConfigError(

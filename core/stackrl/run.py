@@ -13,12 +13,15 @@ from trl import GRPOConfig
 from stackrl.config import LoadedConfig
 from stackrl.data import load_prompts
 from stackrl.errors import ConfigError
+from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
+from stackrl.plots import MetricsFile, append_metrics, plot_run
 from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.trainer import StackTrainer, reward_components, weights_by_name
 
 CONFIG_FILE = "stackrl_config.yaml"
+EVAL_FILE = "eval.json"
 VERSIONS_FILE = "stackrl_versions.json"
 
 
@@ -63,7 +66,9 @@ def run_files(config: LoadedConfig) -> dict[str, str]:
     return {CONFIG_FILE: config.to_yaml(), VERSIONS_FILE: json.dumps(versions, indent=2) + "\n"}
 
 
-def build_trainer(config: LoadedConfig, output_dir: str | None = None, monitor=None, **trainer_kwargs) -> StackTrainer:
+def build_trainer(
+    config: LoadedConfig, output_dir: str | None = None, monitor=None, callbacks=(), **trainer_kwargs
+) -> StackTrainer:
     """Everything a run needs, built from the config: plugins, model, data, rewards, trainer."""
     plugins = build_plugin_manager(config, monitor)
     args = grpo_args(config, output_dir)
@@ -88,5 +93,54 @@ def build_trainer(config: LoadedConfig, output_dir: str | None = None, monitor=N
         reward_weights=reward_weights(config),
         loss_weights=dict(host.losses),
         run_files=files,
+        callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )
+
+
+def _max_new_tokens(config: LoadedConfig, args: GRPOConfig) -> int:
+    return config.host.eval.max_new_tokens or args.max_completion_length
+
+
+def train(config: LoadedConfig, resume=None) -> dict:
+    """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures."""
+    trainer = build_trainer(config)
+    state = PartialState()
+    run_dir = trainer.args.output_dir
+    evaluations = {}
+
+    def evaluate_now(label: str) -> None:
+        if config.host.eval.before_and_after and state.is_main_process:
+            result = evaluate(trainer.model, trainer.processing_class, config, _max_new_tokens(config, trainer.args))
+            evaluations[label] = result
+            k = config.host.eval.samples
+            append_metrics(run_dir, {"step": trainer.state.global_step, "eval/pass@1": result["pass@1"],
+                                     f"eval/maj@{k}": result[f"maj@{k}"]})
+        state.wait_for_everyone()
+
+    if not resume:
+        evaluate_now("before")
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(run_dir)
+    evaluate_now("after")
+    if state.is_main_process:
+        with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
+            json.dump(evaluations, f, indent=2)
+        plot_run(run_dir)
+    return {"run_dir": run_dir, **evaluations}
+
+
+def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:
+    """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it."""
+    tokenizer = load_tokenizer(config.host.model)
+    model, _ = load_model(config.host.model, PartialState().device)
+    if checkpoint:
+        if not os.path.isdir(checkpoint):
+            raise ConfigError(f"checkpoint: no such folder: {checkpoint}")
+        if os.path.exists(os.path.join(checkpoint, "adapter_config.json")):
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, checkpoint)
+        else:
+            model = type(model).from_pretrained(checkpoint, dtype=model.dtype).to(model.device)
+    return evaluate(model, tokenizer, config, _max_new_tokens(config, grpo_args(config)))

@@ -1,0 +1,84 @@
+"""Held-out accuracy: pass@1 and majority@k of a model on a config's task, sampled with a fixed seed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from tqdm.auto import tqdm
+
+from stackrl.config import EvalSection, LoadedConfig
+from stackrl.data import load_prompts
+from stackrl.rewards import OUTCOME_REWARDS, extract_answer
+
+
+def _prompt_texts(tokenizer, prompts: list) -> list[str]:
+    if isinstance(prompts[0], str):
+        return prompts
+    return [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+
+
+def _majority_correct(texts: list[str], answer: str, check) -> float:
+    """Correctness of the most common final answer among ``texts`` (ties: the one seen first)."""
+    answers = [extract_answer(t) for t in texts]
+    votes = Counter(a for a in answers if a is not None)
+    if not votes:
+        return 0.0
+    top = max(votes, key=lambda a: (votes[a], -answers.index(a)))
+    return check(texts[answers.index(top)], answer)
+
+
+@torch.no_grad()
+def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int) -> dict:
+    """pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, and pass@1 per
+    category, on ``eval.size`` problems of the ``eval.split`` split. The same model and config give the same
+    figures: sampling is seeded with ``eval.seed``."""
+    section: EvalSection = config.host.eval
+    data = config.host.data
+    dataset = load_prompts(data, split=section.split, size=section.size, keep_answer=True)
+    check = OUTCOME_REWARDS[section.metric]
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(section.seed)
+    k = section.samples
+    pass1, majority, categories = [], [], {}
+    try:
+        for start in tqdm(range(0, len(dataset), section.batch_size), desc="evaluating", leave=False):
+            rows = dataset[start : start + section.batch_size]
+            batch = tokenizer(
+                _prompt_texts(tokenizer, rows["prompt"]),
+                return_tensors="pt",
+                padding=True,
+                padding_side="left",
+                add_special_tokens=False,
+            ).to(device)
+            sampled = model.generate(
+                **batch,
+                do_sample=section.temperature > 0,
+                temperature=section.temperature if section.temperature > 0 else None,
+                top_p=1.0,
+                top_k=0,
+                num_return_sequences=k,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            texts = tokenizer.batch_decode(sampled[:, batch["input_ids"].size(1) :], skip_special_tokens=True)
+            for i, answer in enumerate(rows[data.answer_column]):
+                mine = texts[i * k : (i + 1) * k]
+                correct = sum(check(t, answer) for t in mine) / k
+                pass1.append(correct)
+                majority.append(_majority_correct(mine, answer, check))
+                if "category" in rows:
+                    categories.setdefault(rows["category"][i], []).append(correct)
+    finally:
+        torch.random.set_rng_state(generator_state)
+        model.train(was_training)
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    return {
+        "pass@1": mean(pass1),
+        f"maj@{k}": mean(majority),
+        "problems": len(pass1),
+        "by_category": {name: mean(v) for name, v in categories.items()},
+    }

@@ -1,0 +1,28 @@
+"""Built-in tasks and the built-in models that know them.
+
+``TASKS`` maps a task name to ``make_dataset(split="train", size=256, seed=0, categories=None) -> Dataset``;
+``BUILTIN_MODELS`` maps a model name usable as ``model.name_or_path`` to a callable returning the local folder
+of a normal Hugging Face checkpoint (load it with ``from_pretrained``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import arithmetic
+
+_ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+def arith_tiny_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-tiny`` checkpoint (made by ``python -m stackrl.tasks.pretrain``)."""
+    path = _ASSETS / "arith-tiny"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} holds no checkpoint; remake it with `python -m stackrl.tasks.pretrain`")
+    return path
+
+
+TASKS = {"arithmetic": arithmetic.make_dataset}
+BUILTIN_MODELS = {"stackrl/arith-tiny": arith_tiny_path}
+
+__all__ = ["BUILTIN_MODELS", "TASKS", "arith_tiny_path", "arithmetic"]

@@ -1,0 +1,222 @@
+"""Make the built-in ``stackrl/arith-tiny`` checkpoint: a tiny Qwen2 taught the arithmetic task by SFT.
+
+Remake it (CPU, about 12 minutes; one thread, so the result does not depend on the core count)::
+
+    HF_HUB_OFFLINE=1 python -m stackrl.tasks.pretrain --out core/stackrl/assets/arith-tiny --threads 1
+
+Steps: generate train problems (:func:`stackrl.tasks.arithmetic.make_dataset`, split "train"), train a byte-level
+BPE tokenizer on their text (:func:`stackrl.tiny.train_tokenizer`), build a randomly initialised Qwen2
+(:func:`stackrl.tiny.tiny_model`), and train it with a plain seeded torch loop on ``question + solution + eos``
+with the loss on the solution and eos only. The prompt and the solution are tokenized separately, exactly as a
+trainer sees a prompt and a generated completion. The result is saved in float32 with its tokenizer and
+generation config.
+
+What the command above made (the shipped checkpoint): vocab 280, Qwen2 with hidden 128, 4 layers, 4 heads,
+MLP 512 -> 1,122,944 parameters, 4.4 MB in float32. 1000 steps of batch 64 (64k sequences), AdamW lr 3e-3 with
+50 warmup steps and cosine decay to 10%: 677 s of training, final loss 0.07. pass@1 on 300 held-out test
+problems (50 per category, ``make_dataset("test", 300, seed=0)``):
+
+    category            greedy   sampled (temperature 1.0)
+    2 steps, 1-digit     0.88     0.84
+    3 steps, 1-digit     0.80     0.64
+    2 steps, 2-digit     0.30     0.20
+    4 steps, 1-digit     0.70     0.60
+    3 steps, 2-digit     0.22     0.06
+    4 steps, 2-digit     0.12     0.04
+    all                  0.50     0.40
+
+Easy categories are mostly solved and hard ones mostly not (carries in 2-digit sums and 3-digit times 1-digit
+products), which leaves room for RL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+__all__ = ["evaluate", "main", "pretrain"]
+
+
+def evaluate(
+    model,
+    tokenizer,
+    dataset,
+    *,
+    greedy: bool = True,
+    batch_size: int = 64,
+    max_new_tokens: int = 96,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> dict[str, float]:
+    """pass@1 of ``model`` on ``dataset`` (columns question, answer, category) with exact_match.
+
+    Returns ``{"all": acc, <category>: acc, ...}``. ``greedy=False`` samples at ``temperature`` with no top-k/top-p.
+    """
+    import torch
+
+    from stackrl.rewards import exact_match
+
+    was_training = model.training
+    model.eval()
+    old_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    scores: dict[str, list[float]] = {}
+    try:
+        for start in range(0, len(dataset), batch_size):
+            rows = dataset[start : start + batch_size]
+            enc = tokenizer(rows["question"], return_tensors="pt", padding=True, add_special_tokens=False)
+            kwargs = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id,
+                    **kwargs,
+                )
+            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            for text, answer, category in zip(texts, rows["answer"], rows["category"]):
+                scores.setdefault(category, []).append(exact_match(text, answer))
+    finally:
+        torch.random.set_rng_state(generator_state)
+        tokenizer.padding_side = old_side
+        model.train(was_training)
+    result = {"all": sum(sum(v) for v in scores.values()) / max(1, sum(len(v) for v in scores.values()))}
+    result.update({c: sum(v) / len(v) for c, v in scores.items()})
+    return result
+
+
+def _fmt(result: dict[str, float]) -> str:
+    return "  ".join(f"{k}: {v:.2f}" for k, v in result.items())
+
+
+def pretrain(
+    out: str | Path,
+    *,
+    steps: int = 1000,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    warmup: int = 50,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    train_size: int = 100_000,
+    eval_per_category: int = 50,
+    eval_every: int = 0,
+    save_every: int = 0,
+    seed: int = 0,
+    threads: int | None = None,
+) -> dict:
+    """Train the tokenizer and model, save the checkpoint in ``out``, and return the final evaluation."""
+    import torch
+
+    from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
+    from stackrl.tiny import tiny_model, train_tokenizer
+
+    if threads:
+        torch.set_num_threads(threads)
+    random.seed(seed)
+    torch.manual_seed(seed)
+    t0 = time.time()
+    train = make_dataset("train", train_size, seed=seed, distinct=False)
+    test = make_dataset("test", eval_per_category * len(CATEGORIES), seed=seed)
+    tokenizer = train_tokenizer(q + s for q, s in zip(train["question"][:20_000], train["solution"][:20_000]))
+    model = tiny_model(tokenizer, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"vocab {len(tokenizer)}  params {n_params:,}  data {time.time() - t0:.1f}s", flush=True)
+
+    prompts = tokenizer(list(train["question"]), add_special_tokens=False)["input_ids"]
+    solutions = tokenizer(list(train["solution"]), add_special_tokens=False)["input_ids"]
+    examples = [(p, s + [tokenizer.eos_token_id]) for p, s in zip(prompts, solutions)]
+    order = list(range(len(examples)))
+    rng = random.Random(seed)
+    rng.shuffle(order)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))),
+    )
+    model.train()
+    t_train = time.time()
+    pos, running = 0, None
+    for step in range(1, steps + 1):
+        if pos + batch_size > len(order):
+            rng.shuffle(order)
+            pos = 0
+        batch = [examples[i] for i in order[pos : pos + batch_size]]
+        pos += batch_size
+        length = max(len(p) + len(c) for p, c in batch)
+        ids = torch.full((len(batch), length), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), length), -100)
+        mask = torch.zeros((len(batch), length), dtype=torch.long)
+        for row, (p, c) in enumerate(batch):
+            seq = p + c
+            ids[row, : len(seq)] = torch.tensor(seq)
+            labels[row, len(p) : len(seq)] = torch.tensor(c)
+            mask[row, : len(seq)] = 1
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
+        if step % 100 == 0 or step == steps:
+            print(f"step {step}  loss {running:.4f}  {time.time() - t_train:.0f}s", flush=True)
+        if save_every and step % save_every == 0 and step < steps:
+            snapshot = Path(f"{out}-step{step}")
+            model.save_pretrained(snapshot)
+            tokenizer.save_pretrained(snapshot)
+        if eval_every and step % eval_every == 0 and step < steps:
+            print(f"  greedy@{step}: {_fmt(evaluate(model, tokenizer, test.select(range(len(test) // 2))))}", flush=True)
+    train_s = time.time() - t_train
+
+    greedy = evaluate(model, tokenizer, test)
+    sampled = evaluate(model, tokenizer, test, greedy=False, seed=seed)
+    print(f"greedy:  {_fmt(greedy)}", flush=True)
+    print(f"sampled: {_fmt(sampled)}", flush=True)
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    summary = {"params": n_params, "train_seconds": round(train_s), "greedy": greedy, "sampled": sampled}
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="checkpoint folder to write")
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--hidden-size", type=int, default=128)
+    parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--eval-every", type=int, default=0)
+    parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-stepN")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    pretrain(
+        args.out,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        hidden_size=args.hidden_size,
+        num_layers=args.num_layers,
+        eval_every=args.eval_every,
+        save_every=args.save_every,
+        seed=args.seed,
+        threads=args.threads,
+    )
+
+
+if __name__ == "__main__":
+    main()
