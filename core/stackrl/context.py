@@ -82,6 +82,7 @@ class _Context:
     policy: PolicyAccess = field(repr=False)
     _log: Callable[[str, float], None] = field(repr=False)
     _plugin: str = field(default="", repr=False)
+    training: bool = True  # False while TRL evaluates: methods that only shape training (hints, curricula) stand aside
 
     def generate(self, prompts: list, **sampling) -> list:
         """Sample one completion per prompt with the current policy; see :meth:`stackrl.policy.PolicyAccess.generate`."""

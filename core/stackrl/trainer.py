@@ -136,6 +136,7 @@ class StackTrainer(GRPOTrainer):
         return cls(
             step=self.state.global_step,
             tokenizer=self.processing_class,
+            training=self.model.training,
             policy=fields.pop("policy", self._shared_policy),
             _log=fields.pop("_log", self._log_metric_now),
             **fields,
