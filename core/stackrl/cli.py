@@ -1,4 +1,4 @@
-"""The ``stackrl`` command: train, evaluate, plot, list plugins, show and validate configs."""
+"""The ``stackrl`` command: train, evaluate, plot, list plugins, start a plugin, show and validate configs."""
 
 from __future__ import annotations
 
@@ -91,6 +91,13 @@ def cmd_config(args) -> None:
     print(f"config ok: plugins in call order: {order}; exclusive hooks: {exclusive}")
 
 
+def cmd_new_plugin(args) -> None:
+    from stackrl.scaffold import new_plugin
+
+    folder = new_plugin(args.name, args.dir)
+    print(f"wrote {folder}\nnext: pip install -e {folder} && python -m pytest {folder}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="stackrl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +119,11 @@ def main(argv=None) -> int:
     plugins = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")
     plugins.add_argument("--json", action="store_true")
     plugins.set_defaults(func=cmd_plugins)
+
+    scaffold = sub.add_parser("new-plugin", help="start a method plugin: a tested package with one example per stage")
+    scaffold.add_argument("name")
+    scaffold.add_argument("--dir", default="plugins", help="the folder to create it in (default: plugins)")
+    scaffold.set_defaults(func=cmd_new_plugin)
 
     config = sub.add_parser("config", help="show or validate stacked configs without loading a model")
     config.add_argument("action", choices=["show", "validate"])

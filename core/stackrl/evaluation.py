@@ -54,17 +54,20 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int) -> dic
                 padding_side="left",
                 add_special_tokens=False,
             ).to(device)
+            greedy = section.temperature == 0
             sampled = model.generate(
                 **batch,
-                do_sample=section.temperature > 0,
-                temperature=section.temperature if section.temperature > 0 else None,
+                do_sample=not greedy,
+                temperature=None if greedy else section.temperature,
                 top_p=1.0,
                 top_k=0,
-                num_return_sequences=k,
+                num_return_sequences=1 if greedy else k,
                 max_new_tokens=max_new_tokens,
                 pad_token_id=tokenizer.pad_token_id,
             )
             texts = tokenizer.batch_decode(sampled[:, batch["input_ids"].size(1) :], skip_special_tokens=True)
+            if greedy:  # every one of the k samples is the greedy completion
+                texts = [t for t in texts for _ in range(k)]
             for i, answer in enumerate(rows[data.answer_column]):
                 mine = texts[i * k : (i + 1) * k]
                 correct = sum(check(t, answer) for t in mine) / k
