@@ -92,9 +92,17 @@ class _Context:
         """Per-token log-probs of continuations; see :meth:`stackrl.policy.PolicyAccess.score`."""
         return self.policy.score(contexts, continuation_ids, **options)
 
+    def update_snapshot(self, name: str, decay: float = 0.0) -> None:
+        """Copy the policy into snapshot ``name``, or move it there by an EMA step; see :meth:`stackrl.policy.PolicyAccess.update_snapshot`."""
+        self.policy.update_snapshot(name, decay)
+
     def log(self, name: str, value: float) -> None:
         """Log a scalar metric as ``<plugin name>/<name>`` in this step's log."""
         self._log(f"{self._plugin}/{name}", float(value))
+
+    def score_probes(self, contexts: list, trajectories: list[list[int]], probes: list, **options) -> Any:
+        """Log-probs of probes branching off trajectories; see :meth:`stackrl.policy.PolicyAccess.score_probes`."""
+        return self.policy.score_probes(contexts, trajectories, probes, **options)
 
 
 @dataclass

@@ -28,6 +28,15 @@ HOOKS = {
 }
 EXCLUSIVE_HOOKS = tuple(name for name, fn in vars(hookspecs).items() if name in HOOKS and fn.stackrl_spec["firstresult"])
 
+# The stage of a training step each hook belongs to (the lifecycle and checkpoint hooks belong to none).
+STAGES = {
+    "sample": ("transform_prompts", "generate_rollout"),
+    "reward": ("reward",),
+    "advantage": ("estimate_advantages", "reshape_advantages"),
+    "distill": ("loss_term",),
+    "post-step": ("post_step",),
+}
+
 Monitor = Callable[[str, str, dict, Any], None]
 
 
@@ -147,6 +156,10 @@ class PluginManager:
 
     def has(self, hook: str) -> bool:
         return bool(self._impls[hook])
+
+    def stages(self, plugin: str) -> list[str]:
+        """The stages ``plugin`` acts in, in step order."""
+        return [stage for stage, hooks in STAGES.items() if any(plugin in self.implementers(h) for h in hooks)]
 
     def implementers(self, hook: str) -> list[str]:
         """The plugins whose implementation of ``hook`` will be called, in call order."""

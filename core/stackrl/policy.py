@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from accelerate.utils import gather_object
 
 from stackrl.errors import StackrlError
+from stackrl.teacher import Snapshot
 
 if TYPE_CHECKING:
     from stackrl.trainer import StackTrainer
@@ -39,6 +41,8 @@ class Scores:
 
     ``topk_logprobs``/``topk_ids`` are ``(N, T, k)`` when ``topk`` was asked, ``vocab_logprobs`` ``(N, T, V)`` when
     ``full_vocab`` was; position ``t`` holds the distribution the model predicted continuation token ``t`` from.
+    Scored at chosen ``positions``, ``mask`` marks those positions only and the three are packed ``(P, k)`` and
+    ``(P, V)``, one row per position in the order of ``mask.nonzero()``.
     """
 
     logprobs: torch.Tensor
@@ -50,6 +54,73 @@ class Scores:
 
 def _pad(rows: list[torch.Tensor], value: float = 0.0) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=value)
+
+
+def _position_lists(positions, continuation_ids: list[list[int]]) -> list[torch.Tensor]:
+    """``positions`` (index lists, or an ``(N, T)`` 0/1 mask) as one sorted index tensor per row, checked."""
+    if isinstance(positions, torch.Tensor):
+        if positions.dim() != 2:
+            raise StackrlError(f"score(): positions as a tensor must be an (N, T) mask, not {tuple(positions.shape)}")
+        positions = [row.nonzero().flatten().tolist() for row in positions.cpu()]
+    if len(positions) != len(continuation_ids):
+        raise StackrlError(f"score(): {len(positions)} position lists for {len(continuation_ids)} continuations")
+    rows = []
+    for i, (where, continuation) in enumerate(zip(positions, continuation_ids)):
+        where = sorted({int(t) for t in where})
+        if where and (where[0] < 0 or where[-1] >= len(continuation)):
+            bad = where[0] if where[0] < 0 else where[-1]
+            raise StackrlError(
+                f"score(): position {bad} of row {i} is outside its continuation of {len(continuation)} tokens"
+            )
+        rows.append(torch.tensor(where, dtype=torch.long))
+    return rows
+
+
+def _padded_scores(rows: list, topk, full_vocab) -> Scores:
+    """Scores from per-row ``(logprobs, topk_logprobs, topk_ids, vocab_logprobs)``, right-padded to the longest."""
+    logprobs, topk_lp, topk_ids, vocab = (list(f) for f in zip(*rows))
+    lengths = torch.tensor([len(x) for x in logprobs])
+    return Scores(
+        logprobs=_pad(logprobs),
+        mask=(torch.arange(int(lengths.max())).unsqueeze(0) < lengths.unsqueeze(1)).long(),
+        topk_logprobs=_pad(topk_lp) if topk else None,
+        topk_ids=_pad(topk_ids, 0).long() if topk else None,
+        vocab_logprobs=_pad(vocab) if full_vocab else None,
+    )
+
+
+def _packed_scores(rows: list, wanted: list[torch.Tensor], width: int, topk, full_vocab) -> Scores:
+    """Scores at chosen positions: ``(N, T)`` log-probs and mask set there, vocabulary outputs packed ``(P, ...)``."""
+    logprobs, topk_lp, topk_ids, vocab = (list(f) for f in zip(*rows))
+    index = (torch.cat([torch.full_like(w, r) for r, w in enumerate(wanted)]), torch.cat(wanted))
+    values = torch.cat(logprobs)
+    index = tuple(i.to(values.device) for i in index)
+    return Scores(
+        logprobs=values.new_zeros(len(rows), width).index_put(index, values),
+        mask=torch.zeros(len(rows), width, dtype=torch.long, device=values.device).index_put(
+            index, torch.ones_like(index[0])
+        ),
+        topk_logprobs=torch.cat(topk_lp) if topk else None,
+        topk_ids=torch.cat(topk_ids) if topk else None,
+        vocab_logprobs=torch.cat(vocab) if full_vocab else None,
+    )
+
+
+@contextlib.contextmanager
+def _project_only_at(head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor):
+    """Hand the LM head only the hidden states at ``(rows, cols)``: logits are ``(1, P, V)``, never ``(B, T, V)``.
+
+    A pre-hook on the output embedding keeps whatever the model does after its head (soft-capping, scaling).
+    """
+    handle = head.register_forward_pre_hook(lambda _, args: (args[0][rows, cols].unsqueeze(0), *args[1:]))
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+# Snapshots of a run's policy (``update_snapshot``), per trainer, so that every PolicyAccess of the run sees them.
+_SNAPSHOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class PolicyAccess:
@@ -71,6 +142,12 @@ class PolicyAccess:
         padded = items + [items[-1]] * (per_rank * world - len(items))
         return padded[rank * per_rank : (rank + 1) * per_rank]
 
+    def _token_ids(self, contexts: list) -> list:
+        """Contexts as token ids: prompts (text or chat messages) are tokenized as training prompts are."""
+        if contexts and (not isinstance(contexts[0], list) or (contexts[0] and isinstance(contexts[0][0], dict))):
+            return self._trainer._tokenize_prompts(list(contexts))[0]
+        return contexts
+
     def _whole(self, local: list, n: int) -> list:
         return gather_object(local)[:n] if self._sharded else local
 
@@ -81,6 +158,8 @@ class PolicyAccess:
 
         ``sampling`` overrides the run's generation settings for this call (``temperature``, ``top_p``,
         ``max_new_tokens``, ``do_sample``, ...). Prompts go through the chat template as training prompts do.
+        With vLLM generation (``trainer.use_vllm``) vLLM samples, and the same names apply (see
+        :meth:`_vllm_sampling`); vLLM's own ``SamplingParams`` names (``seed``, ``stop``, ...) are accepted too.
         """
         if not prompts:
             return []
@@ -100,7 +179,9 @@ class PolicyAccess:
             yield
             return
         if trainer.use_vllm:
-            raise StackrlError("generate(): sampling overrides are not available with vLLM generation yet")
+            with self._vllm_sampling(trainer.vllm_generation, sampling):
+                yield
+            return
         original = trainer.generation_config
         updated = copy.deepcopy(original)
         unknown = [k for k in sampling if not hasattr(updated, k)]
@@ -112,6 +193,39 @@ class PolicyAccess:
             yield
         finally:
             trainer.generation_config = original
+
+    # transformers' generate() names whose vLLM SamplingParams field is named differently
+    _VLLM_NAMES = {"max_new_tokens": "max_tokens"}
+
+    @classmethod
+    @contextlib.contextmanager
+    def _vllm_sampling(cls, engine, sampling: dict):
+        """Overrides for TRL's vLLM backend (``trl.generation.vllm_generation.VLLMGeneration``), for one call.
+
+        TRL builds vLLM's ``SamplingParams`` from the engine's settings and then lets the engine's
+        ``generation_kwargs`` (SamplingParams fields) override them, in colocate and server mode alike; so the
+        overrides go there, under vLLM's names, and the run's own ``generation_kwargs`` come back afterwards.
+        ``do_sample=False`` is vLLM's greedy decoding, ``temperature=0``.
+        """
+        settings = dict(sampling)
+        if settings.pop("do_sample", True) is False:
+            settings["temperature"] = 0.0
+        settings = {cls._VLLM_NAMES.get(k, k): v for k, v in settings.items()}
+        try:
+            from vllm import SamplingParams
+        except ImportError:  # the settings are checked by vLLM when it builds them
+            known = None
+        else:
+            known = set(getattr(SamplingParams, "__struct_fields__", ())) or None
+        unknown = [k for k in settings if known is not None and k not in known]
+        if unknown:
+            raise StackrlError(f"generate(): {', '.join(unknown)}: not vLLM SamplingParams fields")
+        original = engine.generation_kwargs
+        engine.generation_kwargs = {**original, **settings}
+        try:
+            yield
+        finally:
+            engine.generation_kwargs = original
 
     # -- score ------------------------------------------------------------------------------------------------------
 
@@ -126,13 +240,16 @@ class PolicyAccess:
         grad: bool = False,
         temperature: float = 1.0,
         batch_size: int | None = None,
+        positions=None,
     ) -> Scores:
         """Log-probs of each continuation given its context, batched, one forward per batch.
 
         ``contexts`` are token-id lists, or prompts (text or chat messages) tokenized as training prompts are.
-        ``model`` is ``"policy"`` (the live model) or ``"reference"`` (the frozen reference model, or the base
-        model with the LoRA adapter disabled). Without ``grad`` no graph is kept; ``grad=True`` is for loss terms.
-        Logits are divided by ``temperature`` before the softmax.
+        ``model`` is ``"policy"`` (the live model), ``"reference"`` (the frozen reference model, or the base
+        model with the LoRA adapter disabled) or the name of a snapshot kept by :meth:`update_snapshot`. Without
+        ``grad`` no graph is kept; ``grad=True`` is for loss terms. Logits are divided by ``temperature`` before
+        the softmax. ``positions`` (a list of continuation positions per row, or an ``(N, T)`` 0/1 mask) projects
+        onto the vocabulary only there, so ``full_vocab`` costs ``P x V`` for ``P`` positions; see :class:`Scores`.
         """
         if len(contexts) != len(continuation_ids):
             raise StackrlError(
@@ -143,30 +260,46 @@ class PolicyAccess:
         if not contexts:
             return Scores(torch.zeros(0, 0), torch.zeros(0, 0, dtype=torch.long))
         trainer = self._trainer
-        if not isinstance(contexts[0], list) or (contexts[0] and isinstance(contexts[0][0], dict)):
-            contexts = trainer._tokenize_prompts(list(contexts))[0]
-        items = self._local(list(zip(contexts, continuation_ids)))
+        contexts = self._token_ids(contexts)
+        wanted = [None] * len(contexts) if positions is None else _position_lists(positions, continuation_ids)
+        items = self._local(list(zip(contexts, continuation_ids, wanted)))
         batch_size = batch_size or trainer.args.per_device_train_batch_size
         rows = []
         with self._scoring_model(model, grad) as net, torch.set_grad_enabled(grad):
             for start in range(0, len(items), batch_size):
                 rows.extend(self._score_batch(net, items[start : start + batch_size], topk, full_vocab, temperature))
         rows = self._whole(rows, len(contexts))
-        fields = zip(*rows)
-        logprobs, topk_lp, topk_ids, vocab = (list(f) for f in fields)
-        lengths = torch.tensor([len(x) for x in logprobs])
-        return Scores(
-            logprobs=_pad(logprobs),
-            mask=(torch.arange(int(lengths.max())).unsqueeze(0) < lengths.unsqueeze(1)).long(),
-            topk_logprobs=_pad(topk_lp) if topk else None,
-            topk_ids=_pad(topk_ids, 0).long() if topk else None,
-            vocab_logprobs=_pad(vocab) if full_vocab else None,
-        )
+        if positions is not None:
+            return _packed_scores(rows, wanted, max(len(k) for k in continuation_ids), topk, full_vocab)
+        return _padded_scores(rows, topk, full_vocab)
+
+    def update_snapshot(self, name: str, decay: float = 0.0) -> None:
+        """Keep a frozen copy of the policy under ``name``, to score with as ``score(..., model=name)``.
+
+        The first call copies the live policy; each later call moves the copy to ``decay * copy + (1 - decay) *
+        policy``: ``decay=0`` copies again (a teacher synced every N steps), ``0.999`` each step is an EMA. Frozen
+        weights (a LoRA model's base, quantized weights) are shared, not copied. Every process must make the same
+        calls. Snapshots are not checkpointed: a resumed run starts them again from the restored policy.
+        """
+        if name in ("policy", "reference"):
+            raise StackrlError(f"update_snapshot(): '{name}' names a model already; choose another snapshot name")
+        trainer = self._trainer
+        live = trainer.accelerator.unwrap_model(trainer.model)
+        snapshots = _SNAPSHOTS.setdefault(trainer, {})
+        if name in snapshots:
+            snapshots[name].update(live, decay)
+        else:
+            snapshots[name] = Snapshot(live)
 
     @contextlib.contextmanager
     def _scoring_model(self, which: str, grad: bool):
         trainer = self._trainer
-        if which == "policy":
+        snapshots = _SNAPSHOTS.get(trainer, {})
+        if which in snapshots:
+            if grad:
+                raise StackrlError(f"score(): snapshot '{which}' is frozen; grad=True needs model='policy'")
+            yield snapshots[which].model
+        elif which == "policy":
             yield self._grad_model if grad else trainer.accelerator.unwrap_model(trainer.model)
         elif which == "reference":
             if grad:
@@ -183,16 +316,17 @@ class PolicyAccess:
                     "or set trainer.beta > 0 so TRL loads one"
                 )
         else:
-            raise StackrlError(f"score(): model must be 'policy' or 'reference', not {which!r}")
+            names = ", ".join(repr(n) for n in ("policy", "reference", *snapshots))
+            raise StackrlError(f"score(): model must be one of {names} (snapshots come from update_snapshot), not {which!r}")
 
     def _score_batch(self, net, items, topk, full_vocab, temperature):
         device = self._trainer.accelerator.device
         pad_id = self._trainer.processing_class.pad_token_id
-        ctx_len = max(len(c) for c, _ in items)
-        cont_len = max(len(k) for _, k in items)
+        ctx_len = max(len(c) for c, _, _ in items)
+        cont_len = max(len(k) for _, k, _ in items)
         ids = torch.full((len(items), ctx_len + cont_len), pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
-        for row, (context, continuation) in enumerate(items):
+        for row, (context, continuation, _) in enumerate(items):
             # Contexts end at one column so every continuation starts there: the model need only project
             # the last cont_len + 1 hidden states onto the vocabulary.
             ids[row, ctx_len - len(context) : ctx_len] = torch.tensor(context, dtype=torch.long)
@@ -200,23 +334,84 @@ class PolicyAccess:
             mask[row, ctx_len - len(context) : ctx_len + len(continuation)] = 1
         positions = (mask.cumsum(1) - 1).clamp(min=0)
         ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-        with self._trainer.accelerator.autocast():
-            logits = net(
-                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=cont_len + 1
-            ).logits
-        logps = F.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
-        token_lp = logps.gather(-1, ids[:, ctx_len:].unsqueeze(-1)).squeeze(-1)
-        if topk:
-            top_lp, top_ids = logps.topk(topk, dim=-1)
-        out = []
-        for row, (_, continuation) in enumerate(items):
-            n = len(continuation)
-            out.append(
-                (
-                    token_lp[row, :n],
-                    top_lp[row, :n] if topk else None,
-                    top_ids[row, :n] if topk else None,
-                    logps[row, :n] if full_vocab else None,
-                )
+        inputs = dict(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=cont_len + 1)
+        if items[0][2] is None:  # every position: (B, T, V), sliced per row
+            with self._trainer.accelerator.autocast():
+                logits = net(**inputs).logits[:, :-1]
+            targets = ids[:, ctx_len:]
+            counts = None
+        else:  # chosen positions only: (P, V), split per row
+            wanted = [w for _, _, w in items]
+            rows = torch.cat([torch.full_like(w, r) for r, w in enumerate(wanted)]).to(device)
+            cols = torch.cat(wanted).to(device)
+            head = self._trainer.accelerator.unwrap_model(net).get_output_embeddings()
+            with self._trainer.accelerator.autocast(), _project_only_at(head, rows, cols):
+                logits = net(**inputs).logits[0]
+            targets = ids[:, ctx_len:][rows, cols]
+            counts = [len(w) for w in wanted]
+        logps = F.log_softmax(logits.float() / temperature, dim=-1)
+        token_lp = logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        top_lp, top_ids = logps.topk(topk, dim=-1) if topk else (None, None)
+
+        def per_row(values):
+            if values is None:
+                return [None] * len(items)
+            if counts is not None:
+                return list(values.split(counts))
+            return [values[row, : len(k)] for row, (_, k, _) in enumerate(items)]
+
+        return list(zip(per_row(token_lp), per_row(top_lp), per_row(top_ids), per_row(logps if full_vocab else None)))
+
+    # -- score_probes -----------------------------------------------------------------------------------------------
+
+    def score_probes(
+        self,
+        contexts: list,
+        trajectories: list[list[int]],
+        probes: list[list[tuple[int, list[int]]]],
+        *,
+        model: str = "policy",
+        topk: int | None = None,
+        temperature: float = 1.0,
+        batch_size: int | None = None,
+    ) -> Scores:
+        """Log-probs of many probes branching off each trajectory: one forward per trajectory and all its probes.
+
+        ``probes[i]`` lists ``(branch, probe_ids)`` pairs: ``probe_ids`` continue ``contexts[i] +
+        trajectories[i][:branch]``. ``contexts`` are token-id lists or prompts, as for :meth:`score`. The result
+        has one row per probe, trajectory after trajectory, and equals ``score`` of each ``context +
+        trajectory[:branch]`` with its ``probe_ids``; the shared prefix is read once (:mod:`stackrl.probes`).
+        Models whose attention takes no 4-D mask are scored exactly that way, probe by probe. No gradient.
+        """
+        from stackrl.probes import check_probes, probe_logprobs, supports_tree_mask
+
+        if not len(contexts) == len(trajectories) == len(probes):
+            raise StackrlError(
+                f"score_probes(): {len(contexts)} contexts, {len(trajectories)} trajectories and {len(probes)} probe "
+                "lists; give one of each per trajectory"
             )
-        return out
+        trainer = self._trainer
+        contexts = self._token_ids(contexts)
+        check_probes(contexts, trajectories, probes)
+        if not any(probes):
+            return Scores(torch.zeros(0, 0), torch.zeros(0, 0, dtype=torch.long))
+        with self._scoring_model(model, False) as net:
+            tree_mask = supports_tree_mask(net)
+        if not tree_mask:
+            prefixes, continuations = zip(
+                *[([*c, *t[:b]], ids) for c, t, branches in zip(contexts, trajectories, probes) for b, ids in branches]
+            )
+            return self.score(
+                list(prefixes), list(continuations), model=model, topk=topk, temperature=temperature,
+                batch_size=batch_size,
+            )
+        items = self._local([item for item in zip(contexts, trajectories, probes) if item[2]])
+        batch_size = batch_size or trainer.args.per_device_train_batch_size
+        pad_id = trainer.processing_class.pad_token_id
+        rows = []
+        with self._scoring_model(model, False) as net, torch.no_grad(), trainer.accelerator.autocast():
+            for start in range(0, len(items), batch_size):
+                batch = items[start : start + batch_size]
+                rows.extend(probe_logprobs(net, batch, pad_id=pad_id, topk=topk, temperature=temperature))
+        per_probe = [(*probe, None) for row in self._whole(rows, sum(map(bool, probes))) for probe in row]
+        return _padded_scores(per_probe, topk, full_vocab=False)

@@ -1,0 +1,188 @@
+"""The privileged-context self-teacher shared by the self-distillation methods (OPSD, TRACE, ...).
+
+The teacher is the policy's own weights (live, frozen reference, LoRA-disabled base, or a snapshot such as an
+EMA) shown more than the student was: the dataset's privileged text (a reference solution, a hint, a label)
+put into the prompt by a template. It scores the completions the student just sampled, in one no-grad forward,
+and returns vocabulary log-probs only at the positions a loss needs, so span-restricted losses never hold
+``batch x length x vocabulary``. The divergences below work on those packed ``(P, V)`` rows.
+
+- :func:`teacher_prompts` builds the teacher's prompt for each row from the template;
+- :func:`score_teacher` and :func:`score_student` score a loss context's completions at chosen positions;
+- :func:`forward_kl`, :func:`reverse_kl`, :func:`generalized_jsd`, :func:`restrict_to_teacher_topk`: per-position
+  divergences between packed log-prob rows;
+- :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``).
+"""
+
+from __future__ import annotations
+
+import copy
+import string
+from typing import TYPE_CHECKING
+
+import torch
+
+from stackrl.errors import StackrlError
+
+if TYPE_CHECKING:
+    from stackrl.context import LossContext, Rollout
+    from stackrl.policy import Scores
+
+
+# -- teacher prompts -------------------------------------------------------------------------------------------------
+
+
+def template_fields(template: str) -> list[str]:
+    """The ``{field}`` names a template uses."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def teacher_prompts(prompts: list, columns: dict[str, list], template: str, *, where: str = "teacher") -> list:
+    """Each row's teacher prompt: ``template`` formatted with ``prompt`` and the row's columns.
+
+    A text prompt becomes the formatted text. A chat prompt (a list of messages) keeps its messages, with the
+    last user message's content formatted in place, so the teacher goes through the chat template as the student
+    did. ``where`` names the caller in errors (a plugin and its config key).
+    """
+    missing = [name for name in template_fields(template) if name != "prompt" and name not in columns]
+    if missing:
+        raise StackrlError(
+            f"{where}: the template uses {', '.join(f'{{{m}}}' for m in missing)}, which the rollout has no column "
+            f"for; columns: {', '.join(sorted(columns)) or 'none'}"
+        )
+    out = []
+    for i, prompt in enumerate(prompts):
+        row = {name: values[i] for name, values in columns.items()}
+        if isinstance(prompt, str):
+            out.append(template.format(**row, prompt=prompt))
+            continue
+        messages = [dict(m) for m in prompt]
+        last_user = max((j for j, m in enumerate(messages) if m.get("role") == "user"), default=None)
+        if last_user is None:
+            raise StackrlError(f"{where}: row {i} is a chat prompt without a user message to put the template in")
+        messages[last_user]["content"] = template.format(**row, prompt=messages[last_user]["content"])
+        out.append(messages)
+    return out
+
+
+# -- scoring a loss context's completions ---------------------------------------------------------------------------
+
+
+def score_teacher(
+    ctx: LossContext,
+    template: str,
+    *,
+    model: str = "policy",
+    positions=None,
+    rollout: Rollout | None = None,
+    extra_columns: dict[str, list] | None = None,
+    where: str = "teacher",
+    **options,
+) -> Scores:
+    """The teacher's log-probs of the completions, no gradient, given the prompts ``template`` builds.
+
+    ``model`` is any model ``ctx.score`` knows (``"policy"``, ``"reference"``, a snapshot name);
+    ``positions`` restricts the vocabulary outputs as in ``ctx.score``; ``rollout`` (default ``ctx.rollout``)
+    picks the rows; ``extra_columns`` adds per-row fields to the template (e.g. an annotator's label);
+    ``options`` go to ``ctx.score`` (``full_vocab``, ``topk``, ``temperature``).
+    """
+    rollout = ctx.rollout if rollout is None else rollout
+    columns = {**rollout.columns, **(extra_columns or {})}
+    contexts = teacher_prompts(rollout.prompts, columns, template, where=where)
+    return ctx.score(contexts, rollout.completion_ids, model=model, positions=positions, **options)
+
+
+def score_student(
+    ctx: LossContext, positions, *, rollout: Rollout | None = None, grad: bool = True, **options
+) -> Scores:
+    """The policy's log-probs of the completions (of ``rollout``, default ``ctx.rollout``) given the prompts it
+    was trained on, with gradient unless ``grad=False``."""
+    rollout = ctx.rollout if rollout is None else rollout
+    return ctx.score(rollout.prompt_ids, rollout.completion_ids, grad=grad, positions=positions, **options)
+
+
+# -- divergences between packed (P, V) log-prob rows ----------------------------------------------------------------
+
+
+def _kl_terms(p_logps: torch.Tensor, q_logps: torch.Tensor) -> torch.Tensor:
+    """Per-vocabulary terms ``p (log p - log q)`` of KL(p || q); zero where ``p`` is zero."""
+    p = p_logps.exp()
+    return torch.where(p > 0, p * (p_logps - q_logps), torch.zeros_like(p))
+
+
+def _sum_terms(terms: torch.Tensor, clip: float | None) -> torch.Tensor:
+    # Clipping each vocabulary entry's term bounds how hard any single token can pull the student.
+    if clip is not None:
+        terms = terms.clamp(-clip, clip)
+    return terms.sum(-1)
+
+
+def forward_kl(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float | None = None) -> torch.Tensor:
+    """KL(teacher || student) at each position (the last dim is the vocabulary): mode-covering."""
+    return _sum_terms(_kl_terms(teacher_logps, student_logps), clip)
+
+
+def reverse_kl(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float | None = None) -> torch.Tensor:
+    """KL(student || teacher) at each position: mode-seeking."""
+    return _sum_terms(_kl_terms(student_logps, teacher_logps), clip)
+
+
+def generalized_jsd(student_logps: torch.Tensor, teacher_logps: torch.Tensor, beta: float = 0.5) -> torch.Tensor:
+    """Generalized Jensen-Shannon divergence at each position, with mixture ``m = beta * teacher + (1 - beta) * student``.
+
+    ``beta * KL(teacher || m) + (1 - beta) * KL(student || m)``; the ends are the KLs themselves, as in TRL's
+    GKD convention: ``beta = 0`` is KL(teacher || student) (forward), ``beta = 1`` KL(student || teacher).
+    """
+    if not 0.0 <= beta <= 1.0:
+        raise StackrlError(f"generalized_jsd: beta must lie in [0, 1], not {beta}")
+    if beta == 0.0:
+        return forward_kl(student_logps, teacher_logps)
+    if beta == 1.0:
+        return reverse_kl(student_logps, teacher_logps)
+    mixture = torch.logaddexp(teacher_logps + torch.log(torch.tensor(beta)), student_logps + torch.log1p(torch.tensor(-beta)))
+    return beta * _kl_terms(teacher_logps, mixture).sum(-1) + (1 - beta) * _kl_terms(student_logps, mixture).sum(-1)
+
+
+def restrict_to_teacher_topk(
+    student_logps: torch.Tensor, teacher_top_logps: torch.Tensor, teacher_top_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Student and teacher restricted to the teacher's top-k tokens (``score(topk=k)``) and renormalised there.
+
+    Takes the teacher's ``(P, k)`` top-k rather than its ``(P, V)`` distribution, so the teacher never needs
+    the full vocabulary.
+    """
+    return (
+        torch.log_softmax(student_logps.gather(-1, teacher_top_ids), dim=-1),
+        torch.log_softmax(teacher_top_logps, dim=-1),
+    )
+
+
+# -- snapshots of the policy -----------------------------------------------------------------------------------------
+
+
+class Snapshot:
+    """A frozen copy of a model, moved toward the live one by ``update(decay)``: an EMA, or a periodic copy.
+
+    Frozen parameters (a LoRA model's base weights, quantized weights) are shared with the live model rather
+    than copied, so a snapshot of a LoRA policy costs only the adapter's memory.
+    """
+
+    def __init__(self, live: torch.nn.Module):
+        shared = {id(p): p for p in live.parameters() if not p.requires_grad}
+        self.model = copy.deepcopy(live, memo=shared)
+        for module in self.model.modules():
+            # A forward set on the instance is a patch whose closure may call the live model's forward (TRL's
+            # fused LM head does): the copy runs its class's own forward.
+            module.__dict__.pop("forward", None)
+        self.model.train(False)
+        for p in self.model.parameters():
+            if p.requires_grad:
+                p.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, live: torch.nn.Module, decay: float) -> None:
+        """``snapshot <- decay * snapshot + (1 - decay) * live`` for every parameter not shared; 0 copies."""
+        if not 0.0 <= decay < 1.0:
+            raise StackrlError(f"update_snapshot: decay must lie in [0, 1), not {decay}")
+        for own, current in zip(self.model.parameters(), live.parameters(), strict=True):
+            if own is not current:
+                own.lerp_(current.detach().to(own.dtype), 1.0 - decay)

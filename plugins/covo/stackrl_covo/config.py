@@ -1,0 +1,59 @@
+"""Every setting of the CoVo reward, with the authors' code's values as defaults (paper: arXiv 2506.08745)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional
+
+
+class Extractor(Enum):
+    boxed = "boxed"  # the last \boxed{...} (or \fbox{...}), wrapper included, as the authors' code takes it
+    answer_is = "answer_is"  # the last "The answer is X"
+    regex = "regex"  # the last match of `answer_regex` (its first group, or the whole match)
+    auto = "auto"  # \boxed{...} if there is one, else "The answer is X" (the host's exact_match reading)
+
+
+class Aggregation(Enum):
+    riv = "riv"  # vectorial: the norm of the mean of (con cos vol, con sin vol) over an answer's trajectories
+    ril = "ril"  # linear: mean consistency minus mean volatility
+
+
+class RewardMode(Enum):
+    binary = "binary"  # 1 for every trajectory whose answer's aggregate reaches its threshold, else 0 (authors' code)
+    continuous = "continuous"  # the aggregate of the trajectory's answer itself (the code's commented alternative)
+
+
+class Curiosity(Enum):
+    add = "add"  # add the curiosity bonus to the reward, as the paper describes
+    log = "log"  # compute and log it only: what the released code does (the bonus never reaches the reward)
+    off = "off"  # neither (saves the curiosity probes)
+
+
+class Scoring(Enum):
+    shared_prefix = "shared_prefix"  # ctx.score_probes: one forward per trajectory and all its probes
+    per_probe = "per_probe"  # ctx.score: one prefix per probe, as the authors' vLLM pass (same numbers, slower)
+
+
+@dataclass
+class CoVoConfig:
+    # Answers: extracted from each completion, then clustered into a group's distinct answers y_1..y_K.
+    answer_extractor: Extractor = Extractor.boxed
+    answer_regex: Optional[str] = None  # with answer_extractor: regex
+    math_verify: bool = True  # answers also count as one when math-verify finds them equal (the authors' check)
+    # Steps: non-empty lines; \[ ... \] blocks kept whole; at most max_steps (colon lines merged, then chunks).
+    max_steps: int = 15
+    # Probes: after each step, the log-prob of "{template with each distinct answer}" gives one distance.
+    probe_template: str = "\nThe answer is: {answer}"
+    greedy_next_token: bool = True  # also average in the most likely next token's log-prob (the code's vLLM call)
+    scoring: Scoring = Scoring.shared_prefix
+    batch_size: Optional[int] = None  # trajectories (per_probe: prefixes) per forward; default the train batch
+    # Reward.
+    aggregation: Aggregation = Aggregation.riv
+    reward_mode: RewardMode = RewardMode.binary
+    riv_threshold: float = 0.5
+    ril_threshold: float = 0.05
+    # Curiosity: mean over steps of (perplexity of the step - ln(KL(P || U)^(1/3) + 1)).
+    curiosity: Curiosity = Curiosity.add
+    curiosity_threshold: float = 2.0  # the bonus goes to trajectories whose curiosity exceeds this
+    curiosity_bonus: float = 0.4

@@ -1,0 +1,85 @@
+"""The CoVo plugin in runs: conformance, the label-free recipe, both scoring paths, its mechanism on arith-tiny."""
+
+import re
+
+import pytest
+import torch
+
+from stackrl import ConfigError
+from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import HookRecorder, train_steps
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "covo"
+
+
+def test_the_cpu_recipe_trains_label_free(tmp_path, covo):
+    recorder = HookRecorder()
+    trainer = train_steps(covo.recipe(tmp_path), steps=2, monitor=recorder)
+    assert trainer.state.global_step == 2
+    assert "answer" not in trainer.train_dataset.column_names  # the reward never saw a reference answer
+    rewards = [call.result for call in recorder.calls if call.hook == "reward"]
+    assert len(rewards) == 2 and all(len(r) == 8 for r in rewards)
+    logged = {key for entry in trainer.state.log_history for key in entry}
+    assert {"covo/consistency", "covo/volatility", "covo/distinct_answers", "rewards/covo/mean"} <= logged
+
+
+def test_one_forward_per_trajectory_gives_the_per_probe_numbers(arith_trainer, covo):
+    questions = make_dataset(split="train", size=4, seed=5, categories=CATEGORIES[1:3])["question"]
+    rollout = covo.sampled(arith_trainer, questions, group_size=6)
+    settings = {"reward_mode": "continuous", "curiosity": "log"}
+    shared, shared_logs = covo.reward(arith_trainer, rollout, scoring="shared_prefix", **settings)
+    naive, naive_logs = covo.reward(arith_trainer, rollout, scoring="per_probe", **settings)
+    assert shared_logs["covo/distinct_answers"] > 1
+    assert torch.allclose(shared, naive, atol=1e-5)
+    assert shared_logs == pytest.approx(naive_logs, abs=1e-5)
+
+
+# What is (9 * 5) + 16? The built-in model, asked "The answer is" after a line, answers that line's result: a
+# state points at the answer its running value equals. Answer 61's trajectories reach it in their first state
+# and stay there; answer 77's run through 61 for three states before turning to 77.
+QUESTION = "What is (9 * 5) + 16?\n"
+CONSISTENT = "9 * 5 + 16 = 61\nThe answer is 61."
+VOLATILE = "9 * 5 = 61\n61 + 0 = 61\n61 * 1 = 61\n61 + 16 = 77\nThe answer is 77."
+
+
+def test_states_that_keep_to_their_answer_are_rewarded(arith_trainer, covo):
+    tokenizer = arith_trainer.processing_class
+    rollout = covo.rollout_of(tokenizer, [QUESTION] * 4, [CONSISTENT, VOLATILE, CONSISTENT, VOLATILE], group_size=4)
+    rewards, logs = covo.reward(arith_trainer, rollout, curiosity="off")
+    assert rewards.tolist() == [1.0, 0.0, 1.0, 0.0]  # RiV 1.0 for 61; 0.4 for 77, under the 0.5 threshold
+    assert logs["covo/consistency"] == pytest.approx((1.0 + 0.4) / 2)  # 77: own answer nearest in 2 of 5 states
+    assert logs["covo/volatility"] == pytest.approx((0.0 + 0.6) / 2)  # 77 leaned away until its third state
+    continuous, _ = covo.reward(arith_trainer, rollout, curiosity="off", reward_mode="continuous")
+    assert continuous.tolist() == pytest.approx([1.0, 0.4, 1.0, 0.4])
+
+
+def test_one_distinct_answer_or_none_gets_nothing_but_curiosity(arith_trainer, covo):
+    tokenizer = arith_trainer.processing_class
+    rollout = covo.rollout_of(tokenizer, [QUESTION] * 3, [CONSISTENT, CONSISTENT, "9 * 5 = 45"], group_size=3)
+    rewards, logs = covo.reward(arith_trainer, rollout, curiosity="log")
+    assert rewards.tolist() == [0.0, 0.0, 0.0]
+    assert logs["covo/answered"] == pytest.approx(2 / 3) and "covo/consistency" not in logs
+    assert "covo/curiosity" in logs  # computed for the answered trajectories, logged, not added
+    bonus, _ = covo.reward(arith_trainer, rollout, curiosity="add", curiosity_threshold=-100.0)
+    assert bonus.tolist() == pytest.approx([0.4, 0.4, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"covo.max_steps": 0}, "covo.max_steps must be at least 1, not 0"),
+        ({"covo.probe_template": "The answer is"}, "must contain {answer}"),
+        ({"covo.probe_template": "'{answer} {x}'"}, "is not a format string with only {answer}"),
+        ({"covo.answer_extractor": "regex"}, "covo.answer_regex is needed with covo.answer_extractor: regex"),
+        ({"covo.answer_extractor": "regex", "covo.answer_regex": "(unclosed"}, "is not a valid regex"),
+        ({"covo.reward_mode": "soft"}, "covo.reward_mode"),
+    ],
+)
+def test_bad_settings_are_named(tmp_path, covo, settings, message):
+    from stackrl.run import validate
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(covo.recipe(tmp_path, *[f"{key}={value}" for key, value in settings.items()]))

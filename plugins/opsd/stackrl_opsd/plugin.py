@@ -1,0 +1,78 @@
+"""The OPSD loss term: the policy, shown a reference solution, teaches itself on the completions it just sampled."""
+
+from __future__ import annotations
+
+import torch
+
+from stackrl import PluginError, Plugin, Rollout, hookimpl
+from stackrl.teacher import generalized_jsd, restrict_to_teacher_topk, score_student, score_teacher
+from stackrl_opsd.config import OpsdConfig, check
+
+
+def distillation_divergence(scorer, rollout: Rollout, config: OpsdConfig, *, teacher: str, grad: bool) -> torch.Tensor:
+    """The generalized JSD between student and teacher at every completion token of ``rollout``, shape ``(P,)``.
+
+    ``scorer`` is anything with ``score`` (a hook's ``ctx``); ``teacher`` the model name to score it with. The
+    student's distribution keeps its gradient when ``grad``.
+    """
+    everywhere = [range(len(ids)) for ids in rollout.completion_ids]
+    common = dict(positions=everywhere, temperature=config.temperature, rollout=rollout)
+    top_k = config.top_k
+    teacher_scores = score_teacher(
+        scorer, config.teacher_template, model=teacher, where="opsd.teacher_template",
+        full_vocab=top_k is None, topk=top_k, **common,
+    )
+    student = score_student(scorer, grad=grad, full_vocab=True, **common).vocab_logprobs
+    if top_k is None:
+        return generalized_jsd(student, teacher_scores.vocab_logprobs, config.beta)
+    student, teacher_logps = restrict_to_teacher_topk(student, teacher_scores.topk_logprobs, teacher_scores.topk_ids)
+    return generalized_jsd(student, teacher_logps, config.beta)
+
+
+class Opsd(Plugin):
+    """On-policy self-distillation: a generalized-JSD loss term to the privileged self-teacher on every token."""
+
+    Config = OpsdConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        check(self.config)
+
+    @property
+    def teacher_model(self) -> str:
+        """The name ``score`` knows the teacher by: the EMA is this plugin's own snapshot."""
+        return self.name if self.config.teacher == "ema" else self.config.teacher
+
+    def rows_to_distill(self, rollout: Rollout, step: int) -> list[int]:
+        """Every row, or with ``correct_only`` the rows the outcome reward scores as correct."""
+        if not self.config.correct_only:
+            return list(range(len(rollout)))
+        name = self.config.correct_reward
+        if name not in rollout.rewards:
+            raise PluginError(
+                f"opsd.correct_reward: no reward component '{name}' at step {step}; the run computes "
+                f"{', '.join(rollout.rewards) or 'none'} (a component weighted 0 is still computed)"
+            )
+        return (rollout.rewards[name] >= self.config.correct_threshold).nonzero().flatten().tolist()
+
+    @hookimpl
+    def train_begin(self, ctx):
+        if self.config.teacher == "ema":
+            ctx.update_snapshot(self.name)
+
+    @hookimpl
+    def post_step(self, ctx):
+        if self.config.teacher == "ema":
+            ctx.update_snapshot(self.name, decay=self.config.ema_decay)
+
+    @hookimpl
+    def loss_term(self, ctx):
+        rows = self.rows_to_distill(ctx.rollout, ctx.step)
+        ctx.log("distilled_rows", len(rows) / max(1, len(ctx.rollout)))
+        if not rows:
+            return None
+        divergence = distillation_divergence(
+            ctx, ctx.rollout.select(rows), self.config, teacher=self.teacher_model, grad=ctx.training
+        )
+        # TRL's GKD "batchmean": the mean over the micro-batch's distilled tokens.
+        return divergence.mean()

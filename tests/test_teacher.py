@@ -1,0 +1,183 @@
+"""The self-teacher block: teacher prompts, scoring at chosen positions, divergences, snapshots of the policy."""
+
+import math
+
+import pytest
+import torch
+
+from stackrl import StackrlError
+from stackrl.policy import _SNAPSHOTS, PolicyAccess
+from stackrl.run import build_trainer
+from stackrl.teacher import (
+    forward_kl,
+    generalized_jsd,
+    restrict_to_teacher_topk,
+    reverse_kl,
+    teacher_prompts,
+)
+
+CONTEXTS = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+CONTINUATIONS = [[20, 21], [22, 23, 24, 25], [26]]
+
+
+@pytest.fixture
+def trainer(make_config):
+    return build_trainer(make_config(["digit_reward"]))
+
+
+# -- teacher prompts -------------------------------------------------------------------------------------------------
+
+
+def test_teacher_prompt_is_the_template_filled_with_prompt_and_columns():
+    prompts = ["What is 2 + 3?\n", "What is 4 * 2?\n"]
+    columns = {"solution": ["2 + 3 = 5", "4 * 2 = 8"], "answer": ["5", "8"]}
+    built = teacher_prompts(prompts, columns, "{prompt}Solution: {solution} ({answer})\n{prompt}")
+    assert built == [
+        "What is 2 + 3?\nSolution: 2 + 3 = 5 (5)\nWhat is 2 + 3?\n",
+        "What is 4 * 2?\nSolution: 4 * 2 = 8 (8)\nWhat is 4 * 2?\n",
+    ]
+
+
+def test_chat_prompt_gets_the_template_in_its_last_user_message():
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 1 + 1?"}]
+    (built,) = teacher_prompts([chat], {"solution": ["1 + 1 = 2"]}, "{prompt}\nReference: {solution}")
+    assert built == [chat[0], {"role": "user", "content": "What is 1 + 1?\nReference: 1 + 1 = 2"}]
+    assert chat[1]["content"] == "What is 1 + 1?", "the student's prompt is left alone"
+
+
+def test_template_field_without_a_column_is_named():
+    with pytest.raises(StackrlError) as error:
+        teacher_prompts(["q"], {"answer": ["1"]}, "{prompt}{solution}", where="opsd.teacher_template")
+    assert str(error.value) == (
+        "opsd.teacher_template: the template uses {solution}, which the rollout has no column for; columns: answer"
+    )
+
+
+# -- scoring at chosen positions -------------------------------------------------------------------------------------
+
+
+def test_positions_give_the_full_result_packed(trainer):
+    policy = trainer._shared_policy
+    full = policy.score(CONTEXTS, CONTINUATIONS, topk=3, full_vocab=True)
+    wanted = [[1], [0, 2, 3], []]
+    packed = policy.score(CONTEXTS, CONTINUATIONS, topk=3, full_vocab=True, positions=wanted)
+    at = torch.zeros_like(full.mask)
+    for row, where in enumerate(wanted):
+        at[row, where] = 1
+    assert torch.equal(packed.mask, at)
+    chosen = at.bool()
+    assert packed.vocab_logprobs.shape == (4, full.vocab_logprobs.size(-1))
+    assert torch.allclose(packed.vocab_logprobs, full.vocab_logprobs[chosen], atol=1e-5)
+    assert torch.allclose(packed.topk_logprobs, full.topk_logprobs[chosen], atol=1e-5)
+    assert torch.equal(packed.topk_ids, full.topk_ids[chosen])
+    assert torch.allclose(packed.logprobs, full.logprobs * at, atol=1e-5)
+    as_mask = policy.score(CONTEXTS, CONTINUATIONS, full_vocab=True, positions=at)
+    assert torch.allclose(as_mask.vocab_logprobs, packed.vocab_logprobs)
+
+
+def test_gradient_reaches_only_the_chosen_positions(trainer):
+    """With grad, the LM head sees only the asked hidden states: nothing else gets a gradient through it."""
+    policy = PolicyAccess(trainer, sharded=False, model=trainer.model)
+    hidden = []
+    head = trainer.model.get_output_embeddings()
+    handle = head.register_forward_hook(lambda module, args, out: hidden.append(args[0]))
+    scores = policy.score(CONTEXTS, CONTINUATIONS, grad=True, full_vocab=True, positions=[[1], [3], []])
+    handle.remove()
+    assert hidden[0].shape[:2] == (1, 2), "the head projected two hidden states, not B x T"
+    scores.vocab_logprobs.sum().backward()
+    assert head.weight.grad is not None and torch.isfinite(head.weight.grad).all()
+
+
+def test_positions_outside_a_continuation_are_refused(trainer):
+    with pytest.raises(StackrlError, match=r"score\(\): position 2 of row 0 is outside its continuation of 2 tokens"):
+        trainer._shared_policy.score(CONTEXTS, CONTINUATIONS, positions=[[2], [], []])
+
+
+# -- divergences on hand-built distributions -------------------------------------------------------------------------
+
+P = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])  # student
+Q = torch.tensor([[0.25, 0.25, 0.5], [0.5, 0.25, 0.25]])  # teacher
+
+
+def _kl(a, b):
+    return sum(x * math.log(x / y) for x, y in zip(a, b) if x > 0)
+
+
+def test_forward_and_reverse_kl_match_the_definition():
+    fkl = forward_kl(P.log(), Q.log())  # KL(teacher || student): infinite where the student has 0 mass
+    assert fkl[0] == math.inf
+    assert fkl[1].item() == pytest.approx(_kl(Q[1].tolist(), P[1].tolist()), abs=1e-6)
+    rkl = reverse_kl(P.log(), Q.log())
+    assert rkl.tolist() == pytest.approx([math.log(2), _kl(P[1].tolist(), Q[1].tolist())], abs=1e-6)
+
+
+def test_pointwise_clip_bounds_each_vocabulary_term():
+    rkl = reverse_kl(P[1:].log(), Q[1:].log(), clip=0.05)
+    terms = [min(max(x * math.log(x / y), -0.05), 0.05) for x, y in zip(P[1].tolist(), Q[1].tolist())]
+    assert rkl.item() == pytest.approx(sum(terms), abs=1e-6)
+
+
+def test_generalized_jsd():
+    s, t = P[1:].log(), Q[1:].log()
+    m = (0.5 * P[1] + 0.5 * Q[1]).tolist()
+    expected = 0.5 * _kl(Q[1].tolist(), m) + 0.5 * _kl(P[1].tolist(), m)
+    assert generalized_jsd(s, t, beta=0.5).item() == pytest.approx(expected, abs=1e-6)
+    assert generalized_jsd(s, t, beta=0.0).item() == pytest.approx(forward_kl(s, t).item())
+    assert generalized_jsd(s, t, beta=1.0).item() == pytest.approx(reverse_kl(s, t).item())
+    with pytest.raises(StackrlError, match="beta must lie in"):
+        generalized_jsd(s, t, beta=1.5)
+
+
+def test_topk_restriction_renormalises_over_the_teachers_top_tokens():
+    top = torch.tensor([[0.5, 0.3, 0.2]]).log().topk(2)  # the teacher's top-2: tokens 0 and 1
+    student, kept = restrict_to_teacher_topk(P[1:].log(), top.values, top.indices)
+    assert kept.exp().tolist()[0] == pytest.approx([0.625, 0.375])
+    assert student.exp().tolist()[0] == pytest.approx([0.4, 0.6])
+
+
+# -- snapshots -------------------------------------------------------------------------------------------------------
+
+
+def _nudge(model):
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+
+
+def test_snapshot_is_a_frozen_copy_and_moves_as_an_ema(trainer):
+    policy = trainer._shared_policy
+    policy.update_snapshot("teacher")
+    same = policy.score(CONTEXTS, CONTINUATIONS, model="teacher")
+    assert torch.equal(same.logprobs, policy.score(CONTEXTS, CONTINUATIONS).logprobs)
+    weight = trainer.model.get_output_embeddings().weight
+    before = weight.detach().clone()
+    _nudge(trainer.model)
+    assert not torch.equal(policy.score(CONTEXTS, CONTINUATIONS, model="teacher").logprobs,
+                           policy.score(CONTEXTS, CONTINUATIONS).logprobs)
+    policy.update_snapshot("teacher", decay=0.75)
+    copy = _SNAPSHOTS[trainer]["teacher"].model.get_output_embeddings().weight
+    assert torch.allclose(copy, 0.75 * before + 0.25 * weight.detach(), atol=1e-6)
+    assert not copy.requires_grad
+    policy.update_snapshot("teacher")  # decay 0: a plain copy
+    assert torch.equal(copy, weight.detach())
+
+
+def test_snapshot_of_a_lora_policy_shares_the_base_weights(make_config):
+    trainer = build_trainer(make_config(["digit_reward"], model={"lora": {"r": 4}}))
+    trainer._shared_policy.update_snapshot("teacher")
+    copy = _SNAPSHOTS[trainer]["teacher"].model
+    live = dict(trainer.model.named_parameters())
+    for name, p in copy.named_parameters():
+        assert (p is live[name]) == (not live[name].requires_grad), name
+
+
+def test_snapshot_names_and_grad(trainer):
+    policy = trainer._shared_policy
+    with pytest.raises(StackrlError, match="'reference' names a model already"):
+        policy.update_snapshot("reference")
+    with pytest.raises(StackrlError, match=r"model must be one of 'policy', 'reference' \(snapshots"):
+        policy.score(CONTEXTS, CONTINUATIONS, model="teacher")
+    policy.update_snapshot("teacher")
+    with pytest.raises(StackrlError, match="snapshot 'teacher' is frozen"):
+        PolicyAccess(trainer, sharded=False, model=trainer.model).score(CONTEXTS, CONTINUATIONS, model="teacher", grad=True)
