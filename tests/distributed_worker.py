@@ -1,13 +1,15 @@
-"""One process of a multi-process test run, launched by tests/test_distributed.py through torchrun.
+"""One process of a multi-process test run, launched through torchrun by tests/test_distributed.py and test_scale.py.
 
     python -m torch.distributed.run --nproc_per_node 2 tests/distributed_worker.py SPEC.json
 
 SPEC.json holds ``model_dir``, ``out`` (a folder) and ``runs``: a list of ``{"name", "plugins", "sections"}``
-(``sections`` merge over the tiny defaults of :func:`stackrl.testing.tiny.tiny_config`). The runs train one after
+(``sections`` merge over the tiny defaults of :func:`stackrl.testing.tiny.tiny_config`; with ``"job": true`` a run
+is the whole ``stackrl train`` job and its report holds its evaluations only). The runs train one after
 the other in the same processes (one launch pays the interpreter and import start-up once). For each run, each rank
 writes ``<out>/<name>/rank<N>.json``: what ``group_rank`` saw (its ``seen`` list), every rollout its ``reward`` hook
 was called with (prompts, completion ids, built-in rewards, its result), the final parameter hash and the global
-step. Without torchrun (no ``RANK`` in the environment) it runs as one process; the tests also call :func:`run_one`
+step; and ``<out>/<name>/rank<N>-trainable.pt``, the trainable parameters by name (a LoRA run's adapter).
+Without torchrun (no ``RANK`` in the environment) it runs as one process; the tests also call :func:`run_one`
 in-process for the single-process reference.
 """
 
@@ -59,6 +61,7 @@ class RewardCalls:
 def run_one(model_dir: str, run: dict, out: str) -> dict:
     """Build the trainer for ``run``, train, and return (and write) this rank's report."""
     import stackrl.testing  # noqa: F401  (offline environment before transformers is imported)
+    import torch
     from stackrl.run import build_trainer
     from stackrl.testing.tiny import tiny_config
 
@@ -66,6 +69,14 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
     out = Path(out) / run["name"]
     # Each rank writes its own copy of the YAML: no two processes write one file.
     config = tiny_config(model_dir, run["plugins"], tmp_dir=out / f"config-rank{rank}", **run["sections"])
+    if run.get("job"):  # the whole `stackrl train` job, evaluation before and after included
+        from stackrl.run import train
+
+        result = train(config)
+        report = {"rank": rank, "evaluations": {label: result[label] for label in ("before", "after")}}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"rank{rank}.json").write_text(json.dumps(report))
+        return report
     calls = RewardCalls()
     trainer = build_trainer(config, monitor=calls)
     calls.tokenizer = trainer.processing_class  # hooks run only once training starts
@@ -85,6 +96,8 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{rank}.json").write_text(json.dumps(report))
+    trainable = {n: p.detach().float().cpu() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    torch.save(trainable, out / f"rank{rank}-trainable.pt")
     return report
 
 

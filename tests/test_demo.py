@@ -7,7 +7,7 @@ from stackrl.cli import main
 from stackrl.plots import METRICS_FILE, PLOTS_DIR
 
 DEMO = str(Path(__file__).parent.parent / "configs" / "demo.yaml")
-QUICK = ["trainer.max_steps=2", "eval.size=16", "eval.samples=2", "data.size=64", "trainer.disable_tqdm=true"]
+QUICK = ["trainer.max_steps=2", "trainer.logging_steps=1", "eval.size=16", "eval.samples=2", "data.size=64", "trainer.disable_tqdm=true"]
 
 
 def test_demo_config_runs_and_writes_metrics_and_plots(tmp_path, capsys):

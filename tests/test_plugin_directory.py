@@ -7,24 +7,14 @@ it finds none in the real page and does find the breakage planted in altered cop
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 from stackrl.manager import PluginManager, installed_plugins
+from stackrl.testing.repository import plugin_folders
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "plugins.md"
 ROW = re.compile(r"^\|\s*\[`?(\w+)`?\]\((?:\.\./)?plugins/\1/README\.md\)\s*\|([^|]*)\|([^|]*)\|([^|]*)\|\s*$", re.MULTILINE)
-
-
-def plugin_folders() -> dict[str, Path]:
-    """Entry-point name -> folder, for every plugin distribution under plugins/."""
-    found = {}
-    for pyproject in sorted(ROOT.glob("plugins/*/pyproject.toml")):
-        entry_points = tomllib.loads(pyproject.read_text())["project"]["entry-points"]["stackrl.plugins"]
-        for name in entry_points:
-            found[name] = pyproject.parent
-    return found
 
 
 def real_stages(name: str) -> str:
@@ -35,7 +25,7 @@ def real_stages(name: str) -> str:
 
 def directory_problems(doc_text: str) -> list[str]:
     rows = {m.group(1): [cell.strip() for cell in m.groups()[1:]] for m in ROW.finditer(doc_text)}
-    folders = plugin_folders()
+    folders = plugin_folders(ROOT)
     problems = [f"plugin '{n}' in plugins/ has no row" for n in folders if n not in rows]
     problems += [f"row '{n}' names no plugin in plugins/" for n in rows if n not in folders]
     for name, (paper, stages, shows) in rows.items():

@@ -79,16 +79,22 @@ def cmd_plugins(args) -> None:
 
 
 def cmd_config(args) -> None:
+    if args.accelerate and args.action != "validate":
+        raise StackrlError("--accelerate goes with 'config validate'")
     config = _load(args.config)
     if args.action == "show":
         print(config.to_yaml(), end="")
         return
-    from stackrl.run import validate
+    from stackrl.run import validate, validate_launch
 
     manager = validate(config)
     order = ", ".join(config.plugin_classes) or "none"
     exclusive = {hook: manager.implementers(hook) for hook in ("generate_rollout", "estimate_advantages")}
     print(f"config ok: plugins in call order: {order}; exclusive hooks: {exclusive}")
+    if args.accelerate:
+        launches = validate_launch(config, args.accelerate)
+        print(f"accelerate config ok: {launches}; run it with:")
+        print(f"  accelerate launch --config_file {args.accelerate} -m stackrl.cli train {' '.join(args.config)}")
 
 
 def cmd_new_plugin(args) -> None:
@@ -128,6 +134,8 @@ def main(argv=None) -> int:
     config = sub.add_parser("config", help="show or validate stacked configs without loading a model")
     config.add_argument("action", choices=["show", "validate"])
     config.add_argument("config", nargs="+", metavar="CONFIG_OR_OVERRIDE")
+    config.add_argument("--accelerate", metavar="FILE",
+                        help="validate: also check this accelerate config file (DDP, DeepSpeed, FSDP) for the run")
     config.set_defaults(func=cmd_config)
 
     args = parser.parse_args(argv)

@@ -8,6 +8,7 @@ file (or "command line") and the full key. Only the plugins named in ``plugins:`
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -244,6 +245,7 @@ def _check_semantics(config: LoadedConfig) -> None:
         raise ConfigError("model.quantization needs model.lora: a quantized model trains only through an adapter")
     if model.dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise ConfigError(f"model.dtype must be float32, bfloat16, float16 or auto, not '{model.dtype}'")
+    _check_vllm(config)
     for name, weight in config.host.rewards.items():
         if weight is None and name not in OUTCOME_REWARDS:
             raise ConfigError(
@@ -258,4 +260,21 @@ def _check_semantics(config: LoadedConfig) -> None:
         raise ConfigError(
             f"rewards.{outcome[0]} compares with the reference answer, but data.label_free hides it; "
             f"set rewards.{outcome[0]}=null or data.label_free=false"
+        )
+
+
+def _check_vllm(config: LoadedConfig) -> None:
+    """vLLM generation is an optional extra, and its colocated engine cannot hold 8-bit weights."""
+    trainer = config.host.trainer
+    if not trainer.get("use_vllm"):
+        return
+    if config.host.model.quantization == 8 and trainer.get("vllm_mode", "colocate") == "colocate":
+        raise ConfigError(
+            "trainer.use_vllm: vLLM in colocate mode cannot load 8-bit bitsandbytes weights; use "
+            "model.quantization=4, trainer.vllm_mode=server, or trainer.use_vllm=false"
+        )
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "trainer.use_vllm: vLLM is not installed; install it with `pip install 'stackrl[vllm]'` "
+            "(needs a CUDA GPU) or set trainer.use_vllm=false"
         )

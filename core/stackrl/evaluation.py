@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import torch
+from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
 from stackrl.config import EvalSection, LoadedConfig
@@ -28,11 +30,25 @@ def _majority_correct(texts: list[str], answer: str, check) -> float:
     return check(texts[answers.index(top)], answer)
 
 
+def _my_batches(starts: list[int], accelerator) -> list[int]:
+    """This process's batches, round-robin; every process gets as many (the last repeated) so all run the same
+    number of ``generate`` calls, as ZeRO-3 and FSDP need when their forwards are collective."""
+    if accelerator is None or accelerator.num_processes == 1:
+        return starts
+    world = accelerator.num_processes
+    padded = starts + starts[-1:] * (math.ceil(len(starts) / world) * world - len(starts))
+    return padded[accelerator.process_index :: world]
+
+
 @torch.no_grad()
-def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int) -> dict:
+def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accelerator=None) -> dict:
     """pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, and pass@1 per
     category, on ``eval.size`` problems of the ``eval.split`` split. The same model and config give the same
-    figures: sampling is seeded with ``eval.seed``."""
+    figures: each batch is sampled with the seed ``eval.seed`` + its first problem's index.
+
+    With an ``accelerator`` over several processes, every process must call this: each evaluates a share of the
+    batches and all return the figures for the whole split, the same as one process computes.
+    """
     section: EvalSection = config.host.eval
     data = config.host.data
     dataset = load_prompts(data, split=section.split, size=section.size, keep_answer=True)
@@ -40,44 +56,51 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int) -> dic
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(section.seed)
     k = section.samples
-    pass1, majority, categories = [], [], {}
+    results = {}  # problem index -> (pass@1, majority correct, category)
+    starts = _my_batches(list(range(0, len(dataset), section.batch_size)), accelerator)
     try:
-        for start in tqdm(range(0, len(dataset), section.batch_size), desc="evaluating", leave=False):
-            rows = dataset[start : start + section.batch_size]
-            batch = tokenizer(
-                _prompt_texts(tokenizer, rows["prompt"]),
-                return_tensors="pt",
-                padding=True,
-                padding_side="left",
-                add_special_tokens=False,
-            ).to(device)
-            greedy = section.temperature == 0
-            sampled = model.generate(
-                **batch,
-                do_sample=not greedy,
-                temperature=None if greedy else section.temperature,
-                top_p=1.0,
-                top_k=0,
-                num_return_sequences=1 if greedy else k,
-                max_new_tokens=max_new_tokens,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            texts = tokenizer.batch_decode(sampled[:, batch["input_ids"].size(1) :], skip_special_tokens=True)
-            if greedy:  # every one of the k samples is the greedy completion
-                texts = [t for t in texts for _ in range(k)]
-            for i, answer in enumerate(rows[data.answer_column]):
-                mine = texts[i * k : (i + 1) * k]
-                correct = sum(check(t, answer) for t in mine) / k
-                pass1.append(correct)
-                majority.append(_majority_correct(mine, answer, check))
-                if "category" in rows:
-                    categories.setdefault(rows["category"][i], []).append(correct)
+        # fork_rng: the training run's random streams (CPU and this GPU) are left as they were.
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            for start in tqdm(starts, desc="evaluating", leave=False):
+                torch.manual_seed(section.seed + start)
+                rows = dataset[start : start + section.batch_size]
+                batch = tokenizer(
+                    _prompt_texts(tokenizer, rows["prompt"]),
+                    return_tensors="pt",
+                    padding=True,
+                    padding_side="left",
+                    add_special_tokens=False,
+                ).to(device)
+                greedy = section.temperature == 0
+                sampled = model.generate(
+                    **batch,
+                    do_sample=not greedy,
+                    temperature=None if greedy else section.temperature,
+                    top_p=1.0,
+                    top_k=0,
+                    num_return_sequences=1 if greedy else k,
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+                texts = tokenizer.batch_decode(sampled[:, batch["input_ids"].size(1) :], skip_special_tokens=True)
+                if greedy:  # every one of the k samples is the greedy completion
+                    texts = [t for t in texts for _ in range(k)]
+                for i, answer in enumerate(rows[data.answer_column]):
+                    mine = texts[i * k : (i + 1) * k]
+                    category = rows["category"][i] if "category" in rows else None
+                    correct = sum(check(t, answer) for t in mine) / k
+                    results[start + i] = (correct, _majority_correct(mine, answer, check), category)
     finally:
-        torch.random.set_rng_state(generator_state)
         model.train(was_training)
+    if accelerator is not None and accelerator.num_processes > 1:
+        results = dict(gather_object(list(results.items())))
+    pass1, majority, categories = [], [], {}
+    for _, (correct, majority_correct, category) in sorted(results.items()):
+        pass1.append(correct)
+        majority.append(majority_correct)
+        if category is not None:
+            categories.setdefault(category, []).append(correct)
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     return {
         "pass@1": mean(pass1),

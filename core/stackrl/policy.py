@@ -284,12 +284,24 @@ class PolicyAccess:
         if name in ("policy", "reference"):
             raise StackrlError(f"update_snapshot(): '{name}' names a model already; choose another snapshot name")
         trainer = self._trainer
+        if trainer._dist.is_zero3 or trainer._dist.is_fsdp:
+            raise StackrlError(
+                "update_snapshot(): the policy's weights are sharded (ZeRO-3/FSDP); snapshots need DDP or ZeRO-2"
+            )
         live = trainer.accelerator.unwrap_model(trainer.model)
         snapshots = _SNAPSHOTS.setdefault(trainer, {})
         if name in snapshots:
             snapshots[name].update(live, decay)
         else:
             snapshots[name] = Snapshot(live)
+
+    @contextlib.contextmanager
+    def _unwrapped(self):
+        """The policy without its DDP/DeepSpeed/FSDP wrapper; FSDP1 keeps the root's own weights sharded unless
+        summoned, as TRL does for generation."""
+        trainer = self._trainer
+        with trainer._dist.summon_full_params(trainer.model_wrapped, recurse=False):
+            yield trainer.accelerator.unwrap_model(trainer.model)
 
     @contextlib.contextmanager
     def _scoring_model(self, which: str, grad: bool):
@@ -299,14 +311,16 @@ class PolicyAccess:
             if grad:
                 raise StackrlError(f"score(): snapshot '{which}' is frozen; grad=True needs model='policy'")
             yield snapshots[which].model
+        elif which == "policy" and grad:
+            yield self._grad_model
         elif which == "policy":
-            yield self._grad_model if grad else trainer.accelerator.unwrap_model(trainer.model)
+            with self._unwrapped() as unwrapped:
+                yield unwrapped
         elif which == "reference":
             if grad:
                 raise StackrlError("score(): the reference model is frozen; grad=True needs model='policy'")
-            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
-            if hasattr(unwrapped, "disable_adapter"):
-                with unwrapped.disable_adapter():
+            if hasattr(trainer.accelerator.unwrap_model(trainer.model), "disable_adapter"):
+                with self._unwrapped() as unwrapped, unwrapped.disable_adapter():
                     yield unwrapped
             elif trainer.ref_model is not None:
                 yield trainer.ref_model

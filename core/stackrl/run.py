@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from importlib.metadata import version
 
 import torch
 from accelerate import PartialState
+from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
@@ -46,6 +48,65 @@ def validate(config: LoadedConfig) -> PluginManager:
     weights_by_name("losses", config.host.losses, manager.implementers("loss_term"))
     grpo_args(config)
     return manager
+
+
+def validate_launch(config: LoadedConfig, accelerate_file: str) -> str:
+    """Check an accelerate config file for this run: read by accelerate's own loader, the packages its backend
+    needs importable here, and nothing in the run it cannot do. Returns what it launches, in words."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.utils import DistributedType
+
+    where = f"accelerate config {accelerate_file}"
+    if not os.path.isfile(accelerate_file):
+        raise ConfigError(f"{where}: no such file")
+    try:
+        launch = load_config_from_file(accelerate_file)
+    except Exception as exc:  # accelerate raises ValueError, TypeError or YAML errors for a bad file
+        raise ConfigError(f"{where}: accelerate cannot read it: {exc}") from exc
+    kind = launch.distributed_type
+    if kind in (DistributedType.MEGATRON_LM, DistributedType.XLA):
+        raise ConfigError(f"{where}: distributed_type {kind.value} is not supported; use DDP, DeepSpeed or FSDP")
+    name, shards_weights = "DDP" if kind != DistributedType.NO else "one process", False
+    if kind == DistributedType.DEEPSPEED:
+        stage = _zero_stage(launch.deepspeed_config or {}, where)
+        name, shards_weights = f"DeepSpeed ZeRO-{stage}", stage == 3
+    elif kind == DistributedType.FSDP:
+        fsdp = launch.fsdp_config or {}
+        name, shards_weights = f"FSDP{fsdp.get('fsdp_version', 1)}", True
+        if name == "FSDP2" and not hasattr(torch.distributed.fsdp, "fully_shard"):
+            raise ConfigError(
+                f"{where}: FSDP2 needs torch >= 2.6 (torch.distributed.fsdp.fully_shard); this is {torch.__version__}"
+            )
+        if fsdp.get("fsdp_activation_checkpointing") and config.host.trainer.get("gradient_checkpointing"):
+            raise ConfigError(
+                f"{where}: fsdp_activation_checkpointing and trainer.gradient_checkpointing are both on; "
+                "transformers refuses both: turn one off"
+            )
+    if shards_weights and config.host.model.quantization:
+        raise ConfigError(
+            f"{where}: {name} shards the weights, but model.quantization={config.host.model.quantization} loads a "
+            "whole bitsandbytes copy on each GPU; use DDP or ZeRO-2 (configs/accelerate/ddp.yaml, zero2.yaml) "
+            "with a quantized model, or unset model.quantization"
+        )
+    on_gpus = kind in (DistributedType.MULTI_GPU, DistributedType.DEEPSPEED, DistributedType.FSDP)
+    if on_gpus and config.host.trainer.get("use_cpu"):
+        raise ConfigError(f"{where}: launches {name} on GPUs, but trainer.use_cpu is true; remove it from the run")
+    # Packages last: a contradiction in the files is reported even where the package is missing.
+    if kind == DistributedType.DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
+        raise ConfigError(f"{where}: {name} needs deepspeed, which is not installed: pip install 'stackrl[deepspeed]'")
+    return f"{name}, {launch.num_processes} processes per machine, {launch.num_machines} machine(s)"
+
+
+def _zero_stage(deepspeed_config: dict, where: str) -> int:
+    """The ZeRO stage of an accelerate ``deepspeed_config``: given inline, or in the DeepSpeed JSON file it names."""
+    if "deepspeed_config_file" in deepspeed_config:
+        path = deepspeed_config["deepspeed_config_file"]
+        try:
+            with open(path) as f:
+                return int(json.load(f).get("zero_optimization", {}).get("stage", 0))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{where}: cannot read its deepspeed_config_file {path}: {exc}") from exc
+    return int(deepspeed_config.get("zero_stage", 0))
 
 
 def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig:
@@ -102,28 +163,55 @@ def _max_new_tokens(config: LoadedConfig, args: GRPOConfig) -> int:
     return config.host.eval.max_new_tokens or args.max_completion_length
 
 
+def evaluate_in_run(trainer: StackTrainer, config: LoadedConfig) -> dict:
+    """Held-out figures of the model being trained, computed by every process together.
+
+    The model is reached the way TRL generates rollouts: ZeRO-3 weights gathered (``ds3_gather_for_generation``),
+    FSDP1 weights summoned, so a process never waits alone in a collective forward.
+    """
+    from trl.models.utils import unwrap_model_for_generation
+
+    with (
+        unwrap_model_for_generation(
+            trainer.model_wrapped, trainer.accelerator, gather_deepspeed3_params=trainer.args.ds3_gather_for_generation
+        ) as model,
+        trainer._dist.summon_full_params(trainer.model_wrapped, recurse=False),
+    ):
+        max_new_tokens = _max_new_tokens(config, trainer.args)
+        return evaluate(model, trainer.processing_class, config, max_new_tokens, accelerator=trainer.accelerator)
+
+
+class _AtTrainBegin(TrainerCallback):
+    """Runs ``fn`` once training begins: DeepSpeed and FSDP place and wrap the model only inside ``train()``."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._fn()
+
+
 def train(config: LoadedConfig, resume=None) -> dict:
     """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures."""
-    trainer = build_trainer(config)
-    state = PartialState()
-    run_dir = trainer.args.output_dir
     evaluations = {}
 
     def evaluate_now(label: str) -> None:
-        if config.host.eval.before_and_after and state.is_main_process:
-            result = evaluate(trainer.model, trainer.processing_class, config, _max_new_tokens(config, trainer.args))
-            evaluations[label] = result
+        result = evaluate_in_run(trainer, config)
+        evaluations[label] = result
+        if trainer.accelerator.is_main_process:
             k = config.host.eval.samples
             append_metrics(run_dir, {"step": trainer.state.global_step, "eval/pass@1": result["pass@1"],
                                      f"eval/maj@{k}": result[f"maj@{k}"]})
-        state.wait_for_everyone()
 
-    if not resume:
-        evaluate_now("before")
+    evaluating = config.host.eval.before_and_after
+    before = [_AtTrainBegin(lambda: evaluate_now("before"))] if evaluating and not resume else []
+    trainer = build_trainer(config, callbacks=before)
+    run_dir = trainer.args.output_dir
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(run_dir)
-    evaluate_now("after")
-    if state.is_main_process:
+    if evaluating:
+        evaluate_now("after")
+    if trainer.accelerator.is_main_process:
         with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
             json.dump(evaluations, f, indent=2)
         plot_run(run_dir)
