@@ -18,8 +18,43 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
+
+NPROC = 2
+
+
+def launch(model_dir, runs: list[dict], out: Path, nproc: int = NPROC) -> None:
+    """Train ``runs`` in ``nproc`` CPU processes (gloo, one thread each) with one torchrun launch."""
+    spec = Path(out) / "spec.json"
+    spec.write_text(json.dumps({"model_dir": str(model_dir), "out": str(out), "runs": runs}))
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",  # gloo on CPU even where a GPU exists
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+    }
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1", "--master_port", str(port),
+        __file__, str(spec),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+
+
+def reports(out: Path, name: str, nproc: int = NPROC) -> list[dict]:
+    """Every rank's report of the run ``name``."""
+    return [json.loads((Path(out) / name / f"rank{rank}.json").read_text()) for rank in range(nproc)]
 
 
 def parameter_hash(model) -> str:

@@ -15,27 +15,14 @@ seeded sampler feeds the same 3 prompts per step in both layouts.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-WORKER = Path(__file__).with_name("distributed_worker.py")
 
 
-def _load_worker():
-    """The worker module, by path (whatever pytest's import mode, tests/ need not be on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("stackrl_tests_distributed_worker", WORKER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 NPROC = 2
 PER_DEVICE = 6
@@ -48,10 +35,6 @@ EOS_BIAS = 4.0  # makes the random tiny model end completions early, so lengths 
 assert GLOBAL % GROUP == 0 and PER_DEVICE % GROUP != 0, "a group must straddle the two processes"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _eos_id(model_dir) -> int:
@@ -105,34 +88,12 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def launched(tiny_model_dir, tmp_path_factory):
+def launched(tiny_model_dir, tmp_path_factory, worker):
     """Both runs trained by 2 processes; returns (runs, out folder)."""
     out = tmp_path_factory.mktemp("distributed")
     runs = _runs(tiny_model_dir, out)
-    spec = out / "spec.json"
-    spec.write_text(json.dumps({"model_dir": str(tiny_model_dir), "out": str(out), "runs": list(runs.values())}))
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "CUDA_VISIBLE_DEVICES": "",  # gloo on CPU even where a GPU exists
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "TRL_EXPERIMENTAL_SILENCE": "1",
-    }
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nproc_per_node", str(NPROC), "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-        str(WORKER), str(spec),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    worker.launch(tiny_model_dir, list(runs.values()), out)
     return runs, out
-
-
-def _reports(out: Path, name: str) -> list[dict]:
-    return [json.loads((out / name / f"rank{rank}.json").read_text()) for rank in range(NPROC)]
 
 
 def _check_whole_groups(report: dict) -> None:
@@ -165,9 +126,9 @@ def _group_rank_single_process(call: dict) -> list[float]:
     return GroupRankReward(GroupRankConfig(record=False)).reward(SimpleNamespace(rollout=rollout)).tolist()
 
 
-def test_group_reward_sees_whole_groups_and_matches_single_process(launched, tiny_model_dir, tmp_path):
+def test_group_reward_sees_whole_groups_and_matches_single_process(launched, tiny_model_dir, tmp_path, worker):
     runs, out = launched
-    ranks = _reports(out, "greedy")
+    ranks = worker.reports(out, "greedy")
     for report in ranks:
         _check_whole_groups(report)
     # Both processes saw the same, whole rollout and computed the same rewards; DDP kept the weights in step.
@@ -183,7 +144,7 @@ def test_group_reward_sees_whole_groups_and_matches_single_process(launched, tin
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        reference = _load_worker().run_one(str(tiny_model_dir), single, str(tmp_path))
+        reference = worker.run_one(str(tiny_model_dir), single, str(tmp_path))
     finally:
         torch.set_num_threads(threads)
     assert reference["world_size"] == 1 and reference["global_step"] == STEPS
@@ -197,9 +158,9 @@ def test_group_reward_sees_whole_groups_and_matches_single_process(launched, tin
     assert ranks[0]["seen"] == reference["seen"]
 
 
-def test_plugin_stack_two_processes_with_checkpoint(launched):
+def test_plugin_stack_two_processes_with_checkpoint(launched, worker):
     runs, out = launched
-    ranks = _reports(out, "stack")
+    ranks = worker.reports(out, "stack")
     for report in ranks:
         _check_whole_groups(report)
         assert report["steps_counted"] == STEPS

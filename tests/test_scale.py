@@ -19,9 +19,6 @@ prompts per step.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,7 +34,6 @@ from stackrl.testing.repository import method_plugins
 from stackrl.testing.tiny import TINY_TRAINER
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKER = ROOT / "tests" / "distributed_worker.py"
 
 NPROC, PER_DEVICE, GROUP, STEPS = 2, 6, 4, 2
 GLOBAL = NPROC * PER_DEVICE
@@ -52,19 +48,8 @@ EVAL = {"split": "test", "size": 24, "samples": 2, "batch_size": 8, "temperature
 EOS_BIAS = 4.0  # the random tiny model ends completions early, so lengths vary
 
 
-def _load_worker():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("stackrl_tests_distributed_worker", WORKER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _runs(model_dir, out: Path) -> dict[str, dict]:
@@ -119,33 +104,11 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def launched(tiny_model_dir, tmp_path_factory):
+def launched(tiny_model_dir, tmp_path_factory, worker):
     out = tmp_path_factory.mktemp("scale")
     runs = _runs(tiny_model_dir, out)
-    spec = out / "spec.json"
-    spec.write_text(json.dumps({"model_dir": str(tiny_model_dir), "out": str(out), "runs": list(runs.values())}))
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "TRL_EXPERIMENTAL_SILENCE": "1",
-    }
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nproc_per_node", str(NPROC), "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-        str(WORKER), str(spec),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    worker.launch(tiny_model_dir, list(runs.values()), out)
     return runs, out
-
-
-def _reports(out: Path, name: str) -> list[dict]:
-    return [json.loads((out / name / f"rank{rank}.json").read_text()) for rank in range(NPROC)]
 
 
 def _checkpoint(out: Path, name: str) -> Path:
@@ -155,9 +118,9 @@ def _checkpoint(out: Path, name: str) -> Path:
     return folder
 
 
-def test_qlora_two_processes_match_one_process(launched, tiny_model_dir, tmp_path):
+def test_qlora_two_processes_match_one_process(launched, tiny_model_dir, tmp_path, worker):
     runs, out = launched
-    ranks = _reports(out, "greedy")
+    ranks = worker.reports(out, "greedy")
     assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
     assert ranks[0]["param_hash"] == ranks[1]["param_hash"]  # DDP kept the adapters (and the 4-bit base) equal
 
@@ -168,7 +131,7 @@ def test_qlora_two_processes_match_one_process(launched, tiny_model_dir, tmp_pat
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        reference = _load_worker().run_one(str(tiny_model_dir), single, str(tmp_path))
+        reference = worker.run_one(str(tiny_model_dir), single, str(tmp_path))
     finally:
         torch.set_num_threads(threads)
 
@@ -205,9 +168,9 @@ def test_qlora_two_processes_match_one_process(launched, tiny_model_dir, tmp_pat
     assert [s["rewards"] for s in states["group_rank"]["seen"]] == [s["rewards"] for s in reference["seen"]]
 
 
-def test_every_method_plugin_stacked_on_qlora_two_processes(launched):
+def test_every_method_plugin_stacked_on_qlora_two_processes(launched, worker):
     runs, out = launched
-    ranks = _reports(out, "methods")
+    ranks = worker.reports(out, "methods")
     for report in ranks:
         assert report["world_size"] == NPROC and report["global_step"] == STEPS
         assert [(s["group_size"], s["rows"]) for s in report["seen"]] == [(GROUP, GLOBAL)] * STEPS
@@ -222,12 +185,12 @@ def test_every_method_plugin_stacked_on_qlora_two_processes(launched):
     assert set(build_plugin_manager(saved).implementers("state_dict")) <= set(states)
 
 
-def test_evaluation_is_split_over_processes_and_matches_one_process(launched, make_config):
+def test_evaluation_is_split_over_processes_and_matches_one_process(launched, make_config, worker):
     from stackrl.evaluation import evaluate
     from stackrl.modeling import load_model, load_tokenizer
 
     _, out = launched
-    ranks = _reports(out, "job")
+    ranks = worker.reports(out, "job")
     assert ranks[0]["evaluations"] == ranks[1]["evaluations"]  # every process got the whole split's figures
     before = ranks[0]["evaluations"]["before"]
     assert before["problems"] == EVAL["size"]
