@@ -52,6 +52,23 @@ def launch(model_dir, runs: list[dict], out: Path, nproc: int = NPROC) -> None:
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
 
 
+def single_process(model_dir, run: dict, folder: Path, batch: int) -> dict:
+    """``run`` again in this process with the whole global ``batch`` on one rank and one thread, as the reference
+    the multi-process run must match."""
+    import torch
+
+    single = json.loads(json.dumps(run))
+    single["name"] = "single"
+    single["sections"]["output_dir"] = str(Path(folder) / "single-run")
+    single["sections"]["trainer"]["per_device_train_batch_size"] = batch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_one(str(model_dir), single, str(folder))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def reports(out: Path, name: str, nproc: int = NPROC) -> list[dict]:
     """Every rank's report of the run ``name``."""
     return [json.loads((Path(out) / name / f"rank{rank}.json").read_text()) for rank in range(nproc)]

@@ -14,7 +14,6 @@ seeded sampler feeds the same 3 prompts per step in both layouts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -137,16 +136,7 @@ def test_group_reward_sees_whole_groups_and_matches_single_process(launched, tin
     assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
 
     # The single-process reference: the same global batch on one process, same seed (threads as the workers').
-    single = json.loads(json.dumps(runs["greedy"]))
-    single["name"] = "single"
-    single["sections"]["output_dir"] = str(tmp_path / "single-run")
-    single["sections"]["trainer"]["per_device_train_batch_size"] = GLOBAL
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        reference = worker.run_one(str(tiny_model_dir), single, str(tmp_path))
-    finally:
-        torch.set_num_threads(threads)
+    reference = worker.single_process(tiny_model_dir, runs["greedy"], tmp_path, GLOBAL)
     assert reference["world_size"] == 1 and reference["global_step"] == STEPS
     assert [(s["group_size"], s["rows"]) for s in reference["seen"]] == [(GROUP, GLOBAL)] * STEPS
 

@@ -18,8 +18,6 @@ prompts per step.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -124,16 +122,7 @@ def test_qlora_two_processes_match_one_process(launched, tiny_model_dir, tmp_pat
     assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
     assert ranks[0]["param_hash"] == ranks[1]["param_hash"]  # DDP kept the adapters (and the 4-bit base) equal
 
-    single = json.loads(json.dumps(runs["greedy"]))
-    single["name"] = "single"
-    single["sections"]["output_dir"] = str(tmp_path / "single-run")
-    single["sections"]["trainer"]["per_device_train_batch_size"] = GLOBAL
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        reference = worker.run_one(str(tiny_model_dir), single, str(tmp_path))
-    finally:
-        torch.set_num_threads(threads)
+    reference = worker.single_process(tiny_model_dir, runs["greedy"], tmp_path, GLOBAL)
 
     # What must be equal, exactly: greedy decoding makes each completion a function of its prompt and the weights,
     # and the sampler gives both layouts the same prompts, so the first rollout is the same; rewards, group ranks
