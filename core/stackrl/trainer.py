@@ -26,6 +26,7 @@ from accelerate.utils import gather_object
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from stackrl.context import (
     AdvantageContext,
@@ -44,6 +45,21 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_STATE_FILE = "stackrl_plugins.pt"
 ROW_INDEX = "stackrl_row"  # each row's index in the whole rollout; per-sample so TRL's shuffle carries it
+
+
+class _ResumableRepeatSampler(RepeatSampler):
+    """TRL's sampler, whose order for epoch ``e`` is the same whether the run got there straight or by resuming.
+
+    TRL draws each epoch's order from one generator carried from epoch to epoch, so a run resumed in epoch 2
+    would shuffle as if in epoch 0. transformers calls ``set_epoch`` before every epoch (also the one resumed
+    in): reseeding and replaying the earlier epochs' draws gives exactly the order an uninterrupted run sees.
+    """
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle and self.seed is not None:
+            self.generator.manual_seed(self.seed)
+            for _ in range(epoch):
+                torch.randperm(self.num_samples, generator=self.generator)
 
 
 def check_finite(plugin: str, hook: str, step, what: str, values) -> None:
@@ -124,6 +140,19 @@ class StackTrainer(GRPOTrainer):
         self.add_callback(_HookCallback(self))
 
     # -- shared plumbing ------------------------------------------------------------------------------------------
+
+    def _get_train_sampler(self, dataset=None):
+        sampler = super()._get_train_sampler(dataset)
+        if type(sampler) is not RepeatSampler:
+            return sampler
+        return _ResumableRepeatSampler(
+            data_source=sampler.data_source,
+            mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size,
+            repeat_count=sampler.repeat_count,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+        )
 
     @property
     def _mode(self) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from transformers import TrainerCallback
 
 import stackrl.testing  # noqa: F401  (sets the offline environment before transformers is imported)
 from stackrl.testing.tiny import build_tiny_model, tiny_config
@@ -55,6 +56,18 @@ def make_config(tiny_model_dir, tmp_path):
 @pytest.fixture
 def hook_recorder():
     return HookRecorder()
+
+
+class StopAt(TrainerCallback):
+    """Interrupts training after ``step``, saving a checkpoint there: the first half of a resume test."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_training_stop = True
+            control.should_save = True
 
 
 def train_steps(config, steps: int | None = None, monitor=None, resume=None, **trainer_kwargs):

@@ -1,0 +1,148 @@
+"""The SAGE plugin: hinted rollouts for the groups plain GRPO would learn nothing from."""
+
+from __future__ import annotations
+
+import torch
+
+import stackrl
+from stackrl import ConfigError
+from stackrl.rewards import OUTCOME_REWARDS
+
+from stackrl_sage.config import SageConfig, check
+from stackrl_sage.hints import LEVELS, HintBank, Problem, fill, prompt_key, prompt_text, with_text
+from stackrl_sage.tracker import LevelTracker
+
+
+class Sage(stackrl.Plugin):
+    """SAGE (Self-hinting GRPO): hints from the reference solution reshape training rollouts, never evaluation.
+
+    ``mode: sage`` re-rolls unsolved groups under ever stronger hints (``generate_rollout``); ``mode: light``
+    hints each prompt at the level a tracker keeps for it (``transform_prompts``, updated in ``post_step``).
+    """
+
+    Config = SageConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        check(self.config)
+        self.bank = HintBank(self.config)
+        self.tracker = LevelTracker(self.config.level_up_at, self.config.level_down_above)
+        self._visit: list[str] | None = None  # mode light: the tracker keys of the batch awaiting its accuracy
+        self._awaiting_rollout = False  # mode sage: a training batch began and generate_rollout has not run yet
+
+    # -- sample -----------------------------------------------------------------------------------------------------
+
+    @stackrl.hookimpl
+    def transform_prompts(self, prompts, ctx):
+        if not ctx.training:
+            return None
+        if self.config.mode == "sage":
+            self._awaiting_rollout = True
+            return None
+        size = ctx.group_size
+        keys = [prompt_key(prompts[first]) for first in range(0, len(prompts), size)]
+        self._visit = keys
+        levels = [self.tracker.level(key) for key in keys]
+        ctx.log("hint_level", sum(levels) / len(levels))
+        hinted = [g for g, level in enumerate(levels) if level > 0]
+        hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in hinted], ctx) if hinted else []
+        out = list(prompts)
+        for g, group_hints in zip(hinted, hints):
+            if group_hints is None:
+                continue
+            for row in range(g * size, (g + 1) * size):
+                out[row] = self._hinted(prompts, ctx, row, group_hints[levels[g] - 1])
+        ctx.log("hinted_groups", sum(h is not None for h in hints) / len(keys))
+        if self.config.train_on_original:
+            ctx.train_on_original = True
+        return out
+
+    @stackrl.hookimpl
+    def generate_rollout(self, prompts, ctx):
+        if self.config.mode != "sage" or not ctx.training:
+            return None
+        self._awaiting_rollout = False
+        size = ctx.group_size
+        answers = self._column(ctx.rollout_columns, "answer_column")
+        samples = ctx.generate(prompts)
+        original = list(samples)
+        rewards = self._rewards([s.text for s in samples], answers).view(-1, size)
+        unsolved = [g for g in range(len(rewards)) if not (rewards[g] > 0).any()]
+        ctx.log("unsolved_groups", len(unsolved) / len(rewards))
+        hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in unsolved], ctx) if unsolved else []
+        hints = dict(zip(unsolved, hints))
+        levels = [0] * len(rewards)
+        for level in range(1, LEVELS + 1):
+            todo = [g for g in unsolved if hints[g] is not None]
+            if not todo:
+                break
+            rows = [row for g in todo for row in range(g * size, (g + 1) * size)]
+            redone = ctx.generate([self._hinted(prompts, ctx, row, hints[row // size][level - 1]) for row in rows])
+            for row, sample in zip(rows, redone):
+                samples[row] = sample
+            rewards[todo] = self._rewards([s.text for s in redone], [answers[row] for row in rows]).view(-1, size)
+            for g in todo:
+                levels[g] = level
+            unsolved = [g for g in todo if not (rewards[g] > 0).any()]
+        solved = (rewards > 0).any(dim=1).tolist()
+        ctx.log("hint_level", sum(levels) / len(levels))
+        ctx.log("rescued_groups", sum(ok and lv > 0 for ok, lv in zip(solved, levels)) / len(levels))
+        trained_on = original if self.config.train_on_original else samples
+        return stackrl.Samples(
+            completion_ids=[s.completion_ids for s in samples], prompt_ids=[s.prompt_ids for s in trained_on]
+        )
+
+    # -- post-step --------------------------------------------------------------------------------------------------
+
+    @stackrl.hookimpl
+    def post_step(self, ctx):
+        if self._awaiting_rollout:
+            raise ConfigError(
+                "sage: mode 'sage' generates through the hook generate_rollout, which another plugin answered "
+                "(exclusive.generate_rollout); give it to 'sage' or use sage.mode=light"
+            )
+        if self._visit is None:  # mode sage, or a rollout already counted (steps_per_generation > 1)
+            return
+        keys, self._visit = self._visit, None
+        rollout = ctx.rollout
+        accuracy = self._rewards(rollout.completions, self._column(rollout.columns, "answer_column"))
+        accuracy = accuracy.view(-1, rollout.group_size).mean(dim=1)
+        for key, value in zip(keys, accuracy.tolist(), strict=True):
+            self.tracker.update(key, value)
+        ctx.log("tracked_prompts", len(self.tracker))
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+
+    @stackrl.hookimpl
+    def state_dict(self):
+        return {"levels": dict(self.tracker.levels), "hints": {k: dict(v) for k, v in self.bank.entries.items()}}
+
+    @stackrl.hookimpl
+    def load_state_dict(self, state):
+        self.tracker.levels = dict(state["levels"])
+        self.bank.entries = {k: dict(v) for k, v in state["hints"].items()}
+
+    # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def _column(self, columns: dict, key: str) -> list:
+        name = getattr(self.config, key)
+        if name not in columns:
+            raise ConfigError(
+                f"sage.{key}: the dataset has no column '{name}'; columns: {', '.join(columns) or 'none'}"
+                + (" (data.label_free hides the answer column)" if key == "answer_column" else "")
+            )
+        return columns[name]
+
+    def _rewards(self, texts: list[str], answers: list) -> torch.Tensor:
+        judge = OUTCOME_REWARDS[self.config.metric]
+        return torch.tensor([judge(text, answer) for text, answer in zip(texts, answers, strict=True)])
+
+    def _problem(self, prompts: list, ctx, row: int) -> Problem:
+        solutions = self._column(ctx.rollout_columns, "solution_column")
+        columns = {name: values[row] for name, values in ctx.rollout_columns.items()}
+        return Problem(prompt_key(prompts[row]), prompt_text(prompts[row]), str(solutions[row]), columns)
+
+    def _hinted(self, prompts: list, ctx, row: int, hint: str):
+        columns = {name: values[row] for name, values in ctx.rollout_columns.items()}
+        fields = {**columns, "prompt": prompt_text(prompts[row]), "hint": hint}
+        return with_text(prompts[row], fill(self.config.hinted_prompt_template, "hinted_prompt_template", fields))

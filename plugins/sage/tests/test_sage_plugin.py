@@ -1,0 +1,119 @@
+"""SAGE in real training runs on the tiny random model: what is hinted, what is trained on, what evaluation sees,
+and what a checkpoint keeps. The random model solves nothing, so every group needs hints."""
+
+import pytest
+
+from stackrl import PluginError
+from stackrl.data import load_prompts
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import StopAt, train_steps
+from stackrl_sage import solution_hints
+
+MARK = "HINT "
+FOUR_STEPS = {"source": "arithmetic", "size": 1, "seed": 0, "options": {"categories": ["4 steps, 1-digit"]}}
+SOLUTION_HINTS = {"hint_source": "solution", "hinted_prompt_template": "{prompt}" + MARK + "{hint}\n"}
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "sage"
+    plugin_settings = {"sage": {"hint_max_new_tokens": 8, "hint_retries": 1}}
+
+
+class TestConformanceLight(PluginConformance):
+    plugin_name = "sage"
+    plugin_settings = {"sage": {"mode": "light", **SOLUTION_HINTS}, "data": FOUR_STEPS}
+
+
+class Calls:
+    """A run monitor keeping each call of the sage plugin with its context and result."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, hook, plugin, kwargs, result):
+        if plugin == "sage":
+            self.calls.append((hook, kwargs, result))
+
+    def of(self, hook):
+        return [(kwargs, result) for h, kwargs, result in self.calls if h == hook]
+
+
+def the_problem(config):
+    return load_prompts(config.host.data)[0]
+
+
+def trained_prompts(calls, tokenizer):
+    return [tokenizer.decode(ids) for kwargs, _ in calls.of("post_step") for ids in kwargs["ctx"].rollout.prompt_ids]
+
+
+@pytest.mark.parametrize("train_on_original", [False, True])
+def test_unsolved_groups_are_rerolled_up_to_the_top_hint(make_config, train_on_original):
+    config = make_config(["sage"], sage={**SOLUTION_HINTS, "train_on_original": train_on_original}, data=FOUR_STEPS)
+    calls = Calls()
+    trainer = train_steps(config, steps=1, monitor=calls)
+    row = the_problem(config)
+    top = row["question"] + MARK + solution_hints(row["solution"])[2] + "\n"
+    want = row["question"] if train_on_original else top
+    assert trained_prompts(calls, trainer.processing_class) == [want] * 4
+    logged = trainer.state.log_history[0]
+    assert logged["sage/unsolved_groups"] == 1.0 and logged["sage/hint_level"] == 3.0
+
+
+def test_light_mode_raises_the_level_of_a_failing_prompt_visit_by_visit(make_config):
+    config = make_config(["sage"], sage={"mode": "light", **SOLUTION_HINTS}, data=FOUR_STEPS)
+    calls = Calls()
+    trainer = train_steps(config, steps=4, monitor=calls)
+    row = the_problem(config)
+    hints = solution_hints(row["solution"])
+    want = [row["question"], *(row["question"] + MARK + hint + "\n" for hint in hints)]
+    assert [result[0] for _, result in calls.of("transform_prompts")] == want
+    assert trained_prompts(calls, trainer.processing_class)[::4] == want
+    assert trainer.plugins.plugins["sage"].tracker.levels == {row["prompt"]: 3}
+
+
+@pytest.mark.parametrize("mode", ["sage", "light"])
+def test_evaluation_sees_no_hint(make_config, mode):
+    evaluating = {"eval_strategy": "steps", "eval_steps": 1, "per_device_eval_batch_size": 4, "max_steps": 3}
+    config = make_config(["sage"], sage={"mode": mode, **SOLUTION_HINTS}, data=FOUR_STEPS, trainer=evaluating)
+    calls = Calls()
+    eval_set = load_prompts(config.host.data, split="test", size=2, keep_answer=True)
+    train_steps(config, monitor=calls, eval_dataset=eval_set)
+    sample_stage = calls.of("transform_prompts") + calls.of("generate_rollout")
+    in_eval = [(kwargs, result) for kwargs, result in sample_stage if not kwargs["ctx"].training]
+    in_training = [(kwargs, result) for kwargs, result in sample_stage if kwargs["ctx"].training]
+    assert in_eval and all(result is None for _, result in in_eval)
+    assert all(MARK not in prompt for kwargs, _ in in_eval for prompt in kwargs["prompts"])
+    hinted = [r for _, r in in_training if r is not None and (mode == "sage" or MARK in r[0])]
+    assert hinted, "training was never hinted: the test would prove nothing"
+
+
+def test_tracker_and_hints_survive_a_resume(make_config, tmp_path):
+    # One problem, visited every step: the visits do not depend on the data order across epochs.
+    saving = {"save_strategy": "steps", "save_steps": 2, "max_steps": 4}
+
+    def run(name, **how):
+        config = make_config(
+            ["sage"], sage={"mode": "light", **SOLUTION_HINTS}, data=FOUR_STEPS, trainer=saving,
+            output_dir=str(tmp_path / name),
+        )
+        return train_steps(config, **how).plugins.plugins["sage"].state_dict()
+
+    straight = run("straight")
+    first = run("resumed", callbacks=[StopAt(2)])
+    resumed = run("resumed", resume=True)
+    assert list(first["levels"].values()) == [2]  # a fresh start would end two visits later at level 2 again
+    assert resumed == straight
+    assert list(straight["levels"].values()) == [3] and [e["step"] for e in straight["hints"].values()] == [3]
+
+
+def test_a_missing_solution_column_is_named(make_config):
+    config = make_config(["sage"], sage={**SOLUTION_HINTS, "solution_column": "worked_solution"})
+    with pytest.raises(PluginError, match=r"sage\.solution_column: the dataset has no column 'worked_solution'"):
+        train_steps(config, steps=1)
+
+
+def test_losing_generate_rollout_to_another_plugin_is_an_error(make_config):
+    pytest.importorskip("stackrl_test_plugins", reason="needs the host's fixture plugins (greedy_rollout)")
+    config = make_config(["sage", "greedy_rollout"], exclusive={"generate_rollout": "greedy_rollout"})
+    with pytest.raises(PluginError, match="exclusive.generate_rollout"):
+        train_steps(config, steps=1)

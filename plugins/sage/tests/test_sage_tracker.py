@@ -1,0 +1,66 @@
+"""SAGE-light's per-prompt hint level, moved by each visit's accuracy."""
+
+import pytest
+
+from stackrl import ConfigError
+from stackrl_sage import Sage, SageConfig
+from stackrl_sage.tracker import LevelTracker
+
+
+def test_first_visit_has_no_hint():
+    assert LevelTracker(0.1, 0.35).level("unseen") == 0
+
+
+def test_failing_prompts_climb_to_the_top_level_and_stay():
+    tracker = LevelTracker(0.1, 0.35)
+    levels = []
+    for _ in range(5):
+        tracker.update("p", 0.0)
+        levels.append(tracker.level("p"))
+    assert levels == [1, 2, 3, 3, 3]
+
+
+def test_thresholds_up_at_or_below_hold_between_down_above():
+    tracker = LevelTracker(0.1, 0.35)
+    tracker.levels["p"] = 2
+    tracker.update("p", 0.1)  # at the lower threshold: up
+    assert tracker.level("p") == 3
+    tracker.update("p", 0.35)  # at the upper threshold: hold
+    assert tracker.level("p") == 3
+    tracker.update("p", 0.2)  # between: hold
+    assert tracker.level("p") == 3
+    tracker.update("p", 0.375)  # above: down
+    assert tracker.level("p") == 2
+
+
+def test_solved_prompts_step_down_to_no_hint_and_stay():
+    tracker = LevelTracker(0.1, 0.35)
+    tracker.levels["p"] = 2
+    levels = []
+    for _ in range(3):
+        tracker.update("p", 1.0)
+        levels.append(tracker.level("p"))
+    assert levels == [1, 0, 0]
+
+
+def test_prompts_are_tracked_apart():
+    tracker = LevelTracker(0.1, 0.35)
+    tracker.update("hard", 0.0)
+    tracker.update("easy", 0.9)
+    assert (tracker.level("hard"), tracker.level("easy"), len(tracker)) == (1, 0, 2)
+
+
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        ({"mode": "sage-light"}, "sage.mode"),
+        ({"hint_source": "oracle"}, "sage.hint_source"),
+        ({"metric": "bleu"}, "sage.metric"),
+        ({"level_up_at": 0.5, "level_down_above": 0.35}, "sage.level_up_at"),
+        ({"hint_retries": -1}, "sage.hint_retries"),
+        ({"hinted_prompt_template": "{prompt}"}, "sage.hinted_prompt_template"),
+    ],
+)
+def test_bad_settings_name_their_key(settings, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        Sage(SageConfig(**settings))
