@@ -313,15 +313,14 @@ def _has_deepspeed() -> bool:
 
 @pytest.mark.parametrize("accelerate", ACCELERATE, ids=lambda p: p.stem)
 def test_every_accelerate_config_validates(accelerate, capsys):
-    """Passes: accelerate's loader reads it and this machine has what its backend needs; a DeepSpeed file where
-    deepspeed is absent must be refused naming the package and the extra that installs it."""
+    """Passes: accelerate's loader reads it and nothing in the run contradicts it. Where deepspeed is absent, a
+    DeepSpeed file still passes, with a note naming the package and the extra that installs it."""
     code = main(["config", "validate", PRESET, "rewards.exact_match=1.0", "--accelerate", str(accelerate)])
     out, err = capsys.readouterr()
-    if "distributed_type: DEEPSPEED" in accelerate.read_text() and not _has_deepspeed():
-        assert code == 2 and "needs deepspeed, which is not installed: pip install 'stackrl[deepspeed]'" in err
-        return
     assert code == 0, err
     assert "accelerate config ok" in out and f"accelerate launch --config_file {accelerate}" in out
+    needs_note = "distributed_type: DEEPSPEED" in accelerate.read_text() and not _has_deepspeed()
+    assert ("needs deepspeed where it is launched; not installed here: pip install 'stackrl[deepspeed]'" in out) == needs_note
 
 
 @pytest.mark.parametrize("accelerate", ["zero3", "fsdp"])

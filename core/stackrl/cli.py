@@ -92,9 +92,11 @@ def cmd_config(args) -> None:
     exclusive = {hook: manager.implementers(hook) for hook in ("generate_rollout", "estimate_advantages")}
     print(f"config ok: plugins in call order: {order}; exclusive hooks: {exclusive}")
     if args.accelerate:
-        launches = validate_launch(config, args.accelerate)
+        launches, notes = validate_launch(config, args.accelerate)
         print(f"accelerate config ok: {launches}; run it with:")
         print(f"  accelerate launch --config_file {args.accelerate} -m stackrl.cli train {' '.join(args.config)}")
+        for note in notes:
+            print(f"note: {note}")
 
 
 def cmd_new_plugin(args) -> None:

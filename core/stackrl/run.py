@@ -50,9 +50,10 @@ def validate(config: LoadedConfig) -> PluginManager:
     return manager
 
 
-def validate_launch(config: LoadedConfig, accelerate_file: str) -> str:
-    """Check an accelerate config file for this run: read by accelerate's own loader, the packages its backend
-    needs importable here, and nothing in the run it cannot do. Returns what it launches, in words."""
+def validate_launch(config: LoadedConfig, accelerate_file: str) -> tuple[str, list[str]]:
+    """Check an accelerate config file for this run: read by accelerate's own loader, and nothing in the run it
+    cannot do. Returns what it launches, in words, and notes on what the launching machine needs that this one
+    lacks (configs are often checked on a laptop and launched on a cluster)."""
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.utils import DistributedType
 
@@ -91,10 +92,10 @@ def validate_launch(config: LoadedConfig, accelerate_file: str) -> str:
     on_gpus = kind in (DistributedType.MULTI_GPU, DistributedType.DEEPSPEED, DistributedType.FSDP)
     if on_gpus and config.host.trainer.get("use_cpu"):
         raise ConfigError(f"{where}: launches {name} on GPUs, but trainer.use_cpu is true; remove it from the run")
-    # Packages last: a contradiction in the files is reported even where the package is missing.
+    notes = []
     if kind == DistributedType.DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
-        raise ConfigError(f"{where}: {name} needs deepspeed, which is not installed: pip install 'stackrl[deepspeed]'")
-    return f"{name}, {launch.num_processes} processes per machine, {launch.num_machines} machine(s)"
+        notes.append(f"{name} needs deepspeed where it is launched; not installed here: pip install 'stackrl[deepspeed]'")
+    return f"{name}, {launch.num_processes} processes per machine, {launch.num_machines} machine(s)", notes
 
 
 def _zero_stage(deepspeed_config: dict, where: str) -> int:
