@@ -18,9 +18,16 @@ import yaml
 from safetensors.torch import load_file
 
 from stackrl.cli import main
-from stackrl.testing.tiny import TINY_TRAINER
+from stackrl.testing.tiny import TINY_TRAINER, build_tiny_model
 
 STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def quantizable_model_dir(tmp_path_factory):
+    """The tiny model at hidden size 64: bitsandbytes' CPU 4-bit inference kernels (used when the run evaluates)
+    need layers whose input width is a multiple of 64, as every real model's is."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-64"), hidden_size=64)
 
 
 def _write_config(path, model_dir, output_dir, model: dict, **trainer) -> str:
@@ -37,7 +44,7 @@ def _write_config(path, model_dir, output_dir, model: dict, **trainer) -> str:
 
 
 @pytest.mark.parametrize("bits", [4, 8])
-def test_quantized_lora_trains_two_steps_through_the_cli(bits, tiny_model_dir, tmp_path, capsys):
+def test_quantized_lora_trains_two_steps_through_the_cli(bits, quantizable_model_dir, tmp_path, capsys):
     import bitsandbytes as bnb
 
     from stackrl.config import load_config
@@ -46,7 +53,7 @@ def test_quantized_lora_trains_two_steps_through_the_cli(bits, tiny_model_dir, t
     out = tmp_path / "run"
     config = _write_config(
         tmp_path / "quant.yaml",
-        tiny_model_dir,
+        quantizable_model_dir,
         out,
         model={"quantization": bits, "lora": {"r": 8}},
         max_steps=STEPS,

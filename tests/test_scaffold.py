@@ -5,11 +5,11 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from stackrl import StackrlError
-from stackrl.cli import main
 from stackrl.scaffold import new_plugin
-from stackrl.testing.fixtures import train_steps
+from stackrl.testing.tiny import TINY_TRAINER
 
 
 def pip(*args):
@@ -24,21 +24,35 @@ def generated(tmp_path):
     pip("uninstall", "--yes", "stackrl-fresh_method")
 
 
-def test_generated_plugin_installs_passes_its_tests_and_stacks(generated, make_config, capsys):
-    assert main(["plugins", "--json"]) == 0
-    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+def run(*args, cwd=None):
+    """A command in a fresh interpreter: only a new process sees a package installed after this one started."""
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return done.stdout
+
+
+def test_generated_plugin_installs_passes_its_tests_and_stacks(generated, tiny_model_dir, tmp_path):
+    listed = {row["name"]: row for row in json.loads(run("-m", "stackrl.cli", "plugins", "--json"))}
     assert listed["fresh_method"]["status"] == "ok"
     assert listed["fresh_method"]["hooks"] == ["transform_prompts", "reward", "reshape_advantages", "loss_term", "post_step"]
 
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", str(generated / "tests")],
-        capture_output=True, text=True, cwd=generated,
-    )
-    assert tests.returncode == 0, tests.stdout + tests.stderr
+    run("-m", "pytest", "-q", "-p", "no:warnings", str(generated / "tests"), cwd=generated)
 
-    trainer = train_steps(make_config(["digit_reward", "fresh_method"]), steps=2)
-    assert trainer.state.global_step == 2
-    assert "fresh_method/scale" in trainer.state.log_history[0]
+    # Stacked after a method plugin of this repository, through the command users run.
+    config = tmp_path / "stacked.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"size": 8},
+        "plugins": ["opsd", "fresh_method"],
+        "rewards": {"exact_match": 1.0},
+        "trainer": {**TINY_TRAINER, "max_steps": 2},
+        "eval": {"before_and_after": False},
+        "output_dir": str(tmp_path / "run"),
+    }))
+    run("-m", "stackrl.cli", "train", str(config))
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "fresh_method/scale" in m] == [1, 2]
+    assert all("loss/opsd" in m for m in metrics if "fresh_method/scale" in m)
 
 
 def test_new_plugin_refuses_bad_names_and_existing_folders(tmp_path):

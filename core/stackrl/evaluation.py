@@ -40,6 +40,22 @@ def _my_batches(starts: list[int], accelerator) -> list[int]:
     return padded[accelerator.process_index :: world]
 
 
+def _unpack_cpu_4bit_weights(model) -> None:
+    """Give 4-bit layers back the weight layout training needs.
+
+    On a CPU with AVX512-BF16, bitsandbytes repacks a 4-bit layer's weights in place for fast inference the first
+    time it runs in eval mode without gradient, and only undoes it when the layer is saved; training on the
+    repacked weights then fails. Evaluating in the middle of a run must leave the model as it found it.
+    """
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        state = getattr(weight, "quant_state", None)
+        if getattr(state, "packing_format_for_cpu", False):
+            from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse
+
+            weight.data, weight.quant_state = _convert_weight_packed_for_cpu_inverse(weight.data, state)
+
+
 @torch.no_grad()
 def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accelerator=None) -> dict:
     """pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, and pass@1 per
@@ -93,6 +109,7 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
                     results[start + i] = (correct, _majority_correct(mine, answer, check), category)
     finally:
         model.train(was_training)
+        _unpack_cpu_4bit_weights(model)
     if accelerator is not None and accelerator.num_processes > 1:
         results = dict(gather_object(list(results.items())))
     pass1, majority, categories = [], [], {}

@@ -27,7 +27,7 @@ TINY_TRAINER = {
 }
 
 
-def build_tiny_model(folder: Path, seed: int = 0) -> Path:
+def build_tiny_model(folder: Path, seed: int = 0, hidden_size: int = 32) -> Path:
     """Save a random tiny Qwen2 (about 100k parameters) and a tokenizer trained on the built-in task's text."""
     import torch
 
@@ -37,7 +37,7 @@ def build_tiny_model(folder: Path, seed: int = 0) -> Path:
     rows = make_dataset(split="train", size=200, seed=seed)
     tokenizer = train_tokenizer([q + s for q, s in zip(rows["question"], rows["solution"])], vocab_size=256)
     torch.manual_seed(seed)
-    model = tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=2)
+    model = tiny_model(tokenizer, hidden_size=hidden_size, num_layers=2, num_heads=2)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
