@@ -158,6 +158,10 @@ class StackTrainer(GRPOTrainer):
     def _mode(self) -> str:
         return "train" if self.model.training else "eval"
 
+    @property
+    def _group_size(self) -> int:
+        return self.num_generations if self._mode == "train" else self.num_generations_eval
+
     def _log_metric_now(self, name: str, value: float) -> None:
         self._metrics[self._mode][name].append(value)
 
@@ -189,11 +193,10 @@ class StackTrainer(GRPOTrainer):
 
     def _generate(self, prompts):
         if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):
-            num_generations = self.num_generations if self._mode == "train" else self.num_generations_eval
             ctx = self._context(
                 SampleContext,
                 rollout_columns=self._columns(gather_object(self._pending_rows)),
-                group_size=num_generations,
+                group_size=self._group_size,
             )
             everyone = gather_object(list(prompts))
 
@@ -245,14 +248,13 @@ class StackTrainer(GRPOTrainer):
         texts = [c if isinstance(c, str) else "".join(m["content"] for m in c) for c in completions]
         rows = list(zip(inputs, prompts, texts, self._local_prompt_ids, completion_ids_list, strict=True))
         rows = gather_object(rows)
-        num_generations = self.num_generations if self._mode == "train" else self.num_generations_eval
         rollout = Rollout(
             prompts=[r[1] for r in rows],
             completions=[r[2] for r in rows],
             prompt_ids=[list(r[3]) for r in rows],
             completion_ids=[list(r[4]) for r in rows],
             columns=self._columns([r[0] for r in rows]),
-            group_size=num_generations,
+            group_size=self._group_size,
         )
         self._rollouts[self._mode] = rollout
         self._compute_reward_components(rollout)
