@@ -29,6 +29,10 @@ def cmd_train(args) -> None:
 
     config = _load(args.config)
     result = train(config, resume=args.resume)
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:  # one summary for a multi-process run
+        return
     if "before" in result and "after" in result:
         k = config.host.eval.samples
         for metric in ("pass@1", f"maj@{k}"):
