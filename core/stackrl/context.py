@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from stackrl.errors import PluginError
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -52,6 +54,18 @@ class Rollout:
         width = max((len(ids) for ids in self.completion_ids), default=0)
         lengths = torch.tensor([len(ids) for ids in self.completion_ids])
         return (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).long()
+
+    def passing(self, reward: str, threshold: float, *, key: str, step: int) -> torch.Tensor:
+        """``(N,)`` bool: the rows the reward component ``reward`` scores at least ``threshold`` (correct rollouts).
+
+        ``key`` is the config key that named the component; a run without that component is an error naming it.
+        """
+        if reward not in self.rewards:
+            raise PluginError(
+                f"{key}: no reward component '{reward}' at step {step}; the run computes "
+                f"{', '.join(self.rewards) or 'none'} (a component weighted 0 is still computed)"
+            )
+        return self.rewards[reward] >= threshold
 
     def select(self, rows: list[int]) -> Rollout:
         """The rollout restricted to ``rows`` (groups are no longer whole)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from stackrl import PluginError, Plugin, Rollout, hookimpl
+from stackrl import Plugin, Rollout, hookimpl
 from stackrl.teacher import generalized_jsd, restrict_to_teacher_topk, score_student, score_teacher
 from stackrl_opsd.config import OpsdConfig, check
 
@@ -47,13 +47,10 @@ class Opsd(Plugin):
         """Every row, or with ``correct_only`` the rows the outcome reward scores as correct."""
         if not self.config.correct_only:
             return list(range(len(rollout)))
-        name = self.config.correct_reward
-        if name not in rollout.rewards:
-            raise PluginError(
-                f"opsd.correct_reward: no reward component '{name}' at step {step}; the run computes "
-                f"{', '.join(rollout.rewards) or 'none'} (a component weighted 0 is still computed)"
-            )
-        return (rollout.rewards[name] >= self.config.correct_threshold).nonzero().flatten().tolist()
+        correct = rollout.passing(
+            self.config.correct_reward, self.config.correct_threshold, key="opsd.correct_reward", step=step
+        )
+        return correct.nonzero().flatten().tolist()
 
     @hookimpl
     def train_begin(self, ctx):

@@ -46,13 +46,10 @@ class Trace(Plugin):
     # -- finding spans --------------------------------------------------------------------------------------------
 
     def correct_rows(self, rollout: Rollout, step: int) -> list[bool]:
-        name = self.config.correct_reward
-        if name not in rollout.rewards:
-            raise PluginError(
-                f"trace.correct_reward: no reward component '{name}' at step {step}; the run computes "
-                f"{', '.join(rollout.rewards) or 'none'} (a component weighted 0 is still computed)"
-            )
-        return (rollout.rewards[name] >= self.config.correct_threshold).tolist()
+        correct = rollout.passing(
+            self.config.correct_reward, self.config.correct_threshold, key="trace.correct_reward", step=step
+        )
+        return correct.tolist()
 
     def find_spans(self, ctx) -> list[RowSpans | None]:
         """Each row's capped spans (``None`` for a row with none): key spans of correct rollouts, error spans of
