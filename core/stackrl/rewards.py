@@ -12,15 +12,18 @@ _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _ANSWER_PHRASE = re.compile(r"answer is[:\s]*\$?([^\n$]+?)\$?\s*\.?\s*$", re.IGNORECASE | re.MULTILINE)
 
 
+def answer_after_phrase(text: str) -> str | None:
+    """The X of the last "The answer is X" in ``text`` (without a closing period or ``$...$``), or ``None``."""
+    phrases = _ANSWER_PHRASE.findall(text)
+    return phrases[-1].strip().rstrip(".").strip() if phrases else None
+
+
 def extract_answer(text: str) -> str | None:
     """The final answer of a completion: the last ``\\boxed{...}``, else the last "The answer is X"."""
     boxed = _BOXED.findall(text)
     if boxed:
         return boxed[-1].strip()
-    phrases = _ANSWER_PHRASE.findall(text)
-    if phrases:
-        return phrases[-1].strip().rstrip(".").strip()
-    return None
+    return answer_after_phrase(text)
 
 
 def _normalise(answer: str) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from stackrl.rewards import answer_after_phrase
 from stackrl_covo.config import Extractor
 
-_ANSWER_IS = re.compile(r"answer is[:\s]*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _SHORT_LHS = re.compile(r"^[A-Za-z]\w?=")  # "x=" before the value
 _REMOVED = ("\\left", "\\right", "\\!", "^{\\circ}", "^\\circ", "\\%", "%", "\\$", "$", " ", "\n")
 
@@ -43,21 +43,14 @@ def unboxed(answer: str) -> str:
     return answer
 
 
-def _answer_is(text: str) -> str | None:
-    found = _ANSWER_IS.findall(text)
-    if not found:
-        return None
-    return found[-1].rstrip(".").strip() or None
-
-
 def make_extractor(kind: Extractor, pattern: str | None = None) -> Callable[[str], str | None]:
     """``text -> answer or None`` for the configured extractor."""
     if kind is Extractor.boxed:
         return last_boxed
     if kind is Extractor.answer_is:
-        return _answer_is
+        return answer_after_phrase
     if kind is Extractor.auto:
-        return lambda text: last_boxed(text) or _answer_is(text)
+        return lambda text: last_boxed(text) or answer_after_phrase(text)
     compiled = re.compile(pattern, re.MULTILINE)
 
     def by_regex(text: str) -> str | None:
