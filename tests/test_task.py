@@ -9,7 +9,7 @@ import pytest
 
 from stackrl.rewards import exact_match
 from stackrl.tasks import BUILTIN_MODELS, TASKS
-from stackrl.tasks.arithmetic import CATEGORIES, make_dataset, split_of
+from stackrl.tasks.arithmetic import CATEGORIES, make_dataset, reference_prompt, split_of
 
 _STEP = re.compile(r"^(\d+) ([+*-]) (\d+) = (\d+)$")
 
@@ -95,14 +95,26 @@ def test_checkpoint_loads_offline(arith_tiny):
     assert prompt.endswith("<|im_start|>assistant\n")
 
 
-def test_checkpoint_solves_easy_problems(arith_tiny):
+def _solved(model, tokenizer, prompts, answers) -> int:
     import torch
 
-    model, tokenizer = arith_tiny
-    test = make_dataset("test", 32, seed=0, categories=[CATEGORIES[0]])
-    enc = tokenizer(list(test["question"]), return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     with torch.no_grad():
-        out = model.generate(**enc, do_sample=False, max_new_tokens=40)
+        out = model.generate(**enc, do_sample=False, max_new_tokens=60)
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    solved = sum(exact_match(t, a) for t, a in zip(texts, list(test["answer"])))
-    assert solved >= 16, texts[:4]
+    return sum(exact_match(t, a) for t, a in zip(texts, answers))
+
+
+def test_checkpoint_solves_easy_problems(arith_tiny):
+    test = make_dataset("test", 32, seed=0, categories=[CATEGORIES[0]])
+    assert _solved(*arith_tiny, list(test["question"]), list(test["answer"])) >= 16
+
+
+def test_checkpoint_follows_a_reference_solution(arith_tiny):
+    # The hardest category, which it mostly fails from the bare question: a privileged-context teacher must
+    # actually read what it is shown.
+    test = make_dataset("test", 32, seed=0, categories=[CATEGORIES[-1]])
+    answers = list(test["answer"])
+    bare = _solved(*arith_tiny, list(test["question"]), answers)
+    shown = _solved(*arith_tiny, [reference_prompt(s, q) for s, q in zip(test["solution"], test["question"])], answers)
+    assert shown >= 28 and shown >= bare + 16, (bare, shown)

@@ -26,7 +26,17 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-__all__ = ["CATEGORIES", "SPLITS", "make_dataset", "make_problem", "split_of"]
+__all__ = ["CATEGORIES", "REFERENCE_TEMPLATE", "SPLITS", "make_dataset", "make_problem", "reference_prompt", "split_of"]
+
+# A prompt that shows a worked solution before the question: what a privileged-context teacher reads. The
+# built-in model is trained on it too (stackrl.tasks.pretrain), so it continues such a prompt by following the
+# reference; plugins format it with the dataset prompt as {prompt}.
+REFERENCE_TEMPLATE = "{solution}\n\n{prompt}"
+
+
+def reference_prompt(solution: str, question: str) -> str:
+    """``question`` preceded by the worked ``solution``, as :data:`REFERENCE_TEMPLATE` lays it out."""
+    return REFERENCE_TEMPLATE.format(solution=solution, prompt=question)
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,37 @@
 """Make the built-in ``stackrl/arith-tiny`` checkpoint: a tiny Qwen2 taught the arithmetic task by SFT.
 
-Remake it (CPU, about 12 minutes; one thread, so the result does not depend on the core count)::
+Remake it (CPU, about 30 minutes; one thread, so the result does not depend on the core count)::
 
     HF_HUB_OFFLINE=1 python -m stackrl.tasks.pretrain --out core/stackrl/assets/arith-tiny --threads 1
 
-Steps: generate train problems (:func:`stackrl.tasks.arithmetic.make_dataset`, split "train"), train a byte-level
-BPE tokenizer on their text (:func:`stackrl.tiny.train_tokenizer`), build a randomly initialised Qwen2
+Phase 1, solving: generate train problems (:func:`stackrl.tasks.arithmetic.make_dataset`, split "train"), train a
+byte-level BPE tokenizer on their text (:func:`stackrl.tiny.train_tokenizer`), build a randomly initialised Qwen2
 (:func:`stackrl.tiny.tiny_model`), and train it with a plain seeded torch loop on ``question + solution + eos``
 with the loss on the solution and eos only. The prompt and the solution are tokenized separately, exactly as a
-trainer sees a prompt and a generated completion. The result is saved in float32 with its tokenizer and
-generation config.
+trainer sees a prompt and a generated completion.
 
-What the command above made (the shipped checkpoint): vocab 280, Qwen2 with hidden 128, 4 layers, 4 heads,
-MLP 512 -> 1,122,944 parameters, 4.4 MB in float32. 1000 steps of batch 64 (64k sequences), AdamW lr 3e-3 with
-50 warmup steps and cosine decay to 10%: 677 s of training, final loss 0.07. pass@1 on 300 held-out test
-problems (50 per category, ``make_dataset("test", 300, seed=0)``):
+Phase 2, reading: the model learns to follow a reference solution placed before the question
+(:data:`stackrl.tasks.arithmetic.REFERENCE_TEMPLATE`), which is what a privileged-context teacher (OPSD, TRACE)
+shows it. Half the prompts show the reference, and each shown reference has one step's result changed, the
+target being the reference as shown: with correct references only, the model learns that it can ignore them
+(it mostly recomputes them). The result is saved in float32 with its tokenizer and generation config.
+
+What the command above made (the shipped checkpoint; ``--init`` with the phase-1 checkpoint runs phase 2
+alone): vocab 280, Qwen2 with hidden 128, 4 layers, 4 heads, MLP 512 -> 1,122,944 parameters, 4.4 MB in
+float32. Phase 1: 1000 steps of batch 64, AdamW lr 3e-3 with 50 warmup steps and cosine decay to 10%, 677 s,
+final loss 0.07. Phase 2: 800 steps of batch 64 at a constant lr 1e-3, 1043 s, final loss 0.07. pass@1 on 300
+held-out test problems (50 per category, ``make_dataset("test", 300, seed=0)``), from the bare question:
 
     category            greedy   sampled (temperature 1.0)
-    2 steps, 1-digit     0.88     0.84
-    3 steps, 1-digit     0.80     0.64
-    2 steps, 2-digit     0.30     0.20
-    4 steps, 1-digit     0.70     0.60
-    3 steps, 2-digit     0.22     0.06
-    4 steps, 2-digit     0.12     0.04
-    all                  0.50     0.40
+    2 steps, 1-digit     0.80     0.84
+    3 steps, 1-digit     0.80     0.52
+    2 steps, 2-digit     0.32     0.24
+    4 steps, 1-digit     0.56     0.30
+    3 steps, 2-digit     0.14     0.04
+    4 steps, 2-digit     0.12     0.02
+    all                  0.46     0.33
 
+Given the reference solution before the question, its greedy accuracy is 1.00 (0.98 on 4 steps, 2-digit).
 Easy categories are mostly solved and hard ones mostly not (carries in 2-digit sums and 3-digit times 1-digit
 products), which leaves room for RL.
 """
@@ -96,61 +103,79 @@ def _fmt(result: dict[str, float]) -> str:
     return "  ".join(f"{k}: {v:.2f}" for k, v in result.items())
 
 
-def pretrain(
-    out: str | Path,
-    *,
-    steps: int = 1000,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    warmup: int = 50,
-    hidden_size: int = 128,
-    num_layers: int = 4,
-    num_heads: int = 4,
-    train_size: int = 100_000,
-    eval_per_category: int = 50,
-    eval_every: int = 0,
-    save_every: int = 0,
-    seed: int = 0,
-    threads: int | None = None,
-) -> dict:
-    """Train the tokenizer and model, save the checkpoint in ``out``, and return the final evaluation."""
-    import torch
+def _example(tokenizer, prompt: str, solution: str) -> tuple[list[int], list[int]]:
+    """(prompt ids, solution ids + eos), prompt and solution tokenized apart as a trainer sees them."""
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    return encode(prompt), encode(solution) + [tokenizer.eos_token_id]
 
-    from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
-    from stackrl.tiny import tiny_model, train_tokenizer
 
-    if threads:
-        torch.set_num_threads(threads)
-    random.seed(seed)
-    torch.manual_seed(seed)
-    t0 = time.time()
-    train = make_dataset("train", train_size, seed=seed, distinct=False)
-    test = make_dataset("test", eval_per_category * len(CATEGORIES), seed=seed)
-    tokenizer = train_tokenizer(q + s for q, s in zip(train["question"][:20_000], train["solution"][:20_000]))
-    model = tiny_model(tokenizer, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"vocab {len(tokenizer)}  params {n_params:,}  data {time.time() - t0:.1f}s", flush=True)
-
-    prompts = tokenizer(list(train["question"]), add_special_tokens=False)["input_ids"]
-    solutions = tokenizer(list(train["solution"]), add_special_tokens=False)["input_ids"]
-    examples = [(p, s + [tokenizer.eos_token_id]) for p, s in zip(prompts, solutions)]
+def _solving_batches(tokenizer, train, rng: random.Random, batch_size: int):
+    """Question -> solution examples in epochs of a fresh shuffle of ``train``."""
+    prompt_ids = tokenizer(list(train["question"]), add_special_tokens=False)["input_ids"]
+    solution_ids = tokenizer(list(train["solution"]), add_special_tokens=False)["input_ids"]
+    examples = [(p, s + [tokenizer.eos_token_id]) for p, s in zip(prompt_ids, solution_ids)]
     order = list(range(len(examples)))
-    rng = random.Random(seed)
     rng.shuffle(order)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt,
-        lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))),
-    )
-    model.train()
-    t_train = time.time()
-    pos, running = 0, None
-    for step in range(1, steps + 1):
+    pos = 0
+    while True:
         if pos + batch_size > len(order):
             rng.shuffle(order)
             pos = 0
-        batch = [examples[i] for i in order[pos : pos + batch_size]]
+        yield [examples[i] for i in order[pos : pos + batch_size]]
         pos += batch_size
+
+
+def _reading_batches(tokenizer, train, rng: random.Random, batch_size: int, fraction: float, spoiled: float):
+    """Problems drawn from ``train`` with replacement; a ``fraction`` of the prompts show a reference solution
+    before the question (a ``spoiled`` share of them with one wrong step), and the target is that reference."""
+    from stackrl.tasks.arithmetic import reference_prompt
+
+    while True:
+        batch = []
+        for i in [rng.randrange(len(train)) for _ in range(batch_size)]:
+            question, solution = train[i]["question"], train[i]["solution"]
+            prompt = question
+            if rng.random() < fraction:
+                if rng.random() < spoiled:
+                    solution = _spoiled(solution, rng)
+                prompt = reference_prompt(solution, question)
+            batch.append(_example(tokenizer, prompt, solution))
+        yield batch
+
+
+def _spoiled(solution: str, rng: random.Random) -> str:
+    """``solution`` with one step's result replaced by another number.
+
+    Read as a reference, a spoiled solution can only be reproduced by copying it, not by doing the arithmetic:
+    without such examples the model learns to ignore a reference it can mostly recompute.
+    """
+    lines = solution.split("\n")
+    step = rng.randrange(len(lines) - 1)  # the final "The answer is N." line has no "="
+    left, result = lines[step].rsplit("= ", 1)
+    wrong = int(result) + rng.choice([-1, 1]) * rng.randint(1, 10 ** len(result))
+    lines[step] = f"{left}= {max(0, wrong)}"
+    return "\n".join(lines)
+
+
+def _warmup_cosine(steps: int, warmup: int):
+    """Linear warmup over ``warmup`` steps, then cosine decay to 10% at ``steps``: a factor of the learning rate."""
+    return lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
+
+
+def _fit(model, tokenizer, batches, *, steps, lr, schedule, out, test, save_every=0, eval_every=0) -> float:
+    """``steps`` of AdamW on ``batches`` with the loss on the solution and eos only; returns the seconds it took.
+
+    ``schedule(step)`` scales ``lr``; the gradient norm is clipped at 1.
+    """
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    model.train()
+    t_train = time.time()
+    running = None
+    for step in range(1, steps + 1):
+        batch = next(batches)
         length = max(len(p) + len(c) for p, c in batch)
         ids = torch.full((len(batch), length), tokenizer.pad_token_id)
         labels = torch.full((len(batch), length), -100)
@@ -175,7 +200,70 @@ def pretrain(
             tokenizer.save_pretrained(snapshot)
         if eval_every and step % eval_every == 0 and step < steps:
             print(f"  greedy@{step}: {_fmt(evaluate(model, tokenizer, test.select(range(len(test) // 2))))}", flush=True)
-    train_s = time.time() - t_train
+    return time.time() - t_train
+
+
+def pretrain(
+    out: str | Path,
+    *,
+    steps: int = 1000,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    warmup: int = 50,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    train_size: int = 100_000,
+    eval_per_category: int = 50,
+    eval_every: int = 0,
+    save_every: int = 0,
+    reading_steps: int = 800,
+    reading_fraction: float = 0.5,
+    reading_spoiled: float = 1.0,
+    reading_lr: float = 1e-3,
+    init: str | Path | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+) -> dict:
+    """Train the tokenizer and model, save the checkpoint in ``out``, and return the final evaluation.
+
+    Two phases: ``steps`` of SFT on question -> solution, then ``reading_steps`` on a mix where a
+    ``reading_fraction`` of the prompts carry a reference solution before the question, a ``reading_spoiled``
+    share of those references with one wrong step, and the target is the reference itself. ``init`` starts from
+    a checkpoint and skips the first phase.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
+    from stackrl.tiny import tiny_model, train_tokenizer
+
+    if threads:
+        torch.set_num_threads(threads)
+    random.seed(seed)
+    torch.manual_seed(seed)
+    t0 = time.time()
+    test = make_dataset("test", eval_per_category * len(CATEGORIES), seed=seed)
+    if init:
+        tokenizer, model = AutoTokenizer.from_pretrained(init), AutoModelForCausalLM.from_pretrained(init)
+    else:
+        train = make_dataset("train", train_size, seed=seed, distinct=False)
+        tokenizer = train_tokenizer(q + s for q, s in zip(train["question"][:20_000], train["solution"][:20_000]))
+        model = tiny_model(tokenizer, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"vocab {len(tokenizer)}  params {n_params:,}  data {time.time() - t0:.1f}s", flush=True)
+
+    train_s = 0.0
+    common = dict(out=out, test=test, save_every=save_every, eval_every=eval_every)
+    if not init:
+        batches = _solving_batches(tokenizer, train, random.Random(seed), batch_size)
+        train_s += _fit(model, tokenizer, batches, steps=steps, lr=lr, schedule=_warmup_cosine(steps, warmup), **common)
+    if reading_steps:
+        # Fresh problems, drawn with replacement, at a constant rate: the copying ability appears abruptly after a
+        # few hundred steps, and a decaying rate left a model that doubted the results it copied.
+        reading = make_dataset("train", train_size, seed=seed + 1, distinct=False)
+        batches = _reading_batches(tokenizer, reading, random.Random(seed), batch_size, reading_fraction, reading_spoiled)
+        train_s += _fit(model, tokenizer, batches, steps=reading_steps, lr=reading_lr, schedule=lambda s: 1.0, **common)
 
     greedy = evaluate(model, tokenizer, test)
     sampled = evaluate(model, tokenizer, test, greedy=False, seed=seed)
@@ -199,6 +287,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--reading-steps", type=int, default=800)
+    parser.add_argument("--reading-fraction", type=float, default=0.5)
+    parser.add_argument("--reading-spoiled", type=float, default=1.0)
+    parser.add_argument("--reading-lr", type=float, default=1e-3)
+    parser.add_argument("--init", default=None, help="start from this checkpoint and skip the first phase")
     parser.add_argument("--eval-every", type=int, default=0)
     parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-stepN")
     parser.add_argument("--seed", type=int, default=0)
@@ -211,6 +304,11 @@ def main(argv: list[str] | None = None) -> None:
         lr=args.lr,
         hidden_size=args.hidden_size,
         num_layers=args.num_layers,
+        reading_steps=args.reading_steps,
+        reading_fraction=args.reading_fraction,
+        reading_spoiled=args.reading_spoiled,
+        reading_lr=args.reading_lr,
+        init=args.init,
         eval_every=args.eval_every,
         save_every=args.save_every,
         seed=args.seed,

@@ -1,7 +1,8 @@
-"""The method plugins of a stackrl checkout: what ``plugins/*`` declares, and their CPU recipe settings."""
+"""The method plugins of a stackrl checkout: what ``plugins/*`` declares, their CPU recipe settings, their scripts."""
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -33,3 +34,12 @@ def method_plugins(root: Path) -> dict[str, dict]:
         tree = yaml.safe_load(recipe.read_text()) if recipe.is_file() else {}
         found[name] = {"settings": tree.get(name) or {}, "reward": (tree.get("rewards") or {}).get(name)}
     return found
+
+
+def load_script(path: Path):
+    """A script of the checkout (a plugin's ``benchmarks/*.py``) as a module, for a test that runs it short."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"{path.parent.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,5 +1,8 @@
 """OPSD: its loss is the generalized JSD to the privileged self-teacher, on the rows it should touch only."""
 
+import math
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -7,17 +10,19 @@ from stackrl import ConfigError, Rollout
 from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.teacher import generalized_jsd, teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
+from stackrl.testing.repository import load_script
 from stackrl_opsd import Opsd, OpsdConfig, distillation_divergence
 
-TEMPLATE = "{solution}\n\n{prompt}"
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
 class TestConformance(PluginConformance):
     plugin_name = "opsd"
-    plugin_settings = {"opsd": {"teacher_template": TEMPLATE}}
+    plugin_settings = {"opsd": {"teacher_template": REFERENCE_TEMPLATE}}
 
 
 def _rollout(tokenizer):
@@ -37,17 +42,17 @@ def _rollout(tokenizer):
 
 @pytest.fixture
 def trainer(make_config):
-    return build_trainer(make_config(["opsd"], opsd={"teacher_template": TEMPLATE}))
+    return build_trainer(make_config(["opsd"], opsd={"teacher_template": REFERENCE_TEMPLATE}))
 
 
 def test_divergence_is_the_jsd_of_student_and_teacher_at_every_token(trainer):
     rollout = _rollout(trainer.processing_class)
-    config = OpsdConfig(teacher_template=TEMPLATE, beta=0.3, temperature=1.5)
+    config = OpsdConfig(teacher_template=REFERENCE_TEMPLATE, beta=0.3, temperature=1.5)
     policy = trainer._shared_policy
     got = distillation_divergence(policy, rollout, config, teacher="policy", grad=False)
     student = policy.score(rollout.prompt_ids, rollout.completion_ids, full_vocab=True, temperature=1.5)
     teacher = policy.score(
-        teacher_prompts(rollout.prompts, rollout.columns, TEMPLATE), rollout.completion_ids,
+        teacher_prompts(rollout.prompts, rollout.columns, REFERENCE_TEMPLATE), rollout.completion_ids,
         full_vocab=True, temperature=1.5,
     )
     chosen = student.mask.bool()
@@ -58,9 +63,9 @@ def test_divergence_is_the_jsd_of_student_and_teacher_at_every_token(trainer):
 
 def test_top_k_renormalises_over_the_teachers_top_tokens(trainer):
     rollout = _rollout(trainer.processing_class)
-    full = distillation_divergence(trainer._shared_policy, rollout, OpsdConfig(teacher_template=TEMPLATE),
+    full = distillation_divergence(trainer._shared_policy, rollout, OpsdConfig(teacher_template=REFERENCE_TEMPLATE),
                                    teacher="policy", grad=False)
-    top = distillation_divergence(trainer._shared_policy, rollout, OpsdConfig(teacher_template=TEMPLATE, top_k=5),
+    top = distillation_divergence(trainer._shared_policy, rollout, OpsdConfig(teacher_template=REFERENCE_TEMPLATE, top_k=5),
                                   teacher="policy", grad=False)
     assert top.shape == full.shape and not torch.allclose(top, full)
 
@@ -68,7 +73,7 @@ def test_top_k_renormalises_over_the_teachers_top_tokens(trainer):
 def test_gradient_descends_the_divergence(trainer):
     """A few optimizer steps on the divergence alone lower it: the student's distribution carries the gradient."""
     rollout = _rollout(trainer.processing_class)
-    config = OpsdConfig(teacher_template=TEMPLATE)
+    config = OpsdConfig(teacher_template=REFERENCE_TEMPLATE)
     policy = PolicyAccess(trainer, sharded=False, model=trainer.model)
     optimizer = torch.optim.SGD(trainer.model.parameters(), lr=0.5)
     values = []
@@ -111,7 +116,7 @@ def test_correct_only_scores_no_incorrect_rollout(make_config, monkeypatch):
     monkeypatch.setattr(PolicyAccess, "score", spy)
     config = make_config(
         ["opsd"], model={"name_or_path": "stackrl/arith-tiny"}, rewards={"exact_match": 0.0},
-        opsd={"teacher_template": TEMPLATE, "correct_only": True},
+        opsd={"teacher_template": REFERENCE_TEMPLATE, "correct_only": True},
         trainer={"max_completion_length": 48, "num_generations": 4, "per_device_train_batch_size": 8},
     )
     trainer = train_steps(config, steps=2)
@@ -129,10 +134,21 @@ def test_bad_settings_name_the_key():
 
 
 def test_ema_teacher_is_a_snapshot_updated_every_step(make_config):
-    trainer = train_steps(make_config(["opsd"], opsd={"teacher_template": TEMPLATE, "teacher": "ema",
+    trainer = train_steps(make_config(["opsd"], opsd={"teacher_template": REFERENCE_TEMPLATE, "teacher": "ema",
                                                        "ema_decay": 0.5}), steps=2)
     from stackrl.policy import _SNAPSHOTS
 
     snapshot = _SNAPSHOTS[trainer]["opsd"].model
     live = trainer.model.get_output_embeddings().weight
     assert not torch.equal(snapshot.get_output_embeddings().weight, live), "an EMA lags the policy"
+
+
+def test_a_short_run_brings_the_student_to_its_teacher_and_keeps_accuracy():
+    """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
+    mechanism = load_script(BENCHMARK)
+    heldout = 64
+    before, after = mechanism.run(seed=0, steps=10, heldout=heldout)
+    assert after["divergence"] < before["divergence"], (before, after)
+    # Ten steps move greedy accuracy little: "not lower" up to the sampling noise of the held-out figure.
+    p = before["accuracy"]
+    assert after["accuracy"] >= p - math.sqrt(p * (1 - p) / heldout), (before, after)

@@ -1,22 +1,16 @@
 """SAGE's mechanism on the built-in task and model, short: one seed, a few steps of the CPU recipe against plain
 GRPO. The full figures (3 seeds, 20 steps) come from benchmarks/mechanism.py."""
 
-import importlib.util
 import math
 from pathlib import Path
+
+from stackrl.testing.repository import load_script
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("sage_mechanism", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_more_groups_carry_a_signal_and_no_hint_accuracy_holds(tmp_path):
-    mechanism = load_benchmark()
+    mechanism = load_script(BENCHMARK)
     problems, samples = 64, 4
     short = [f"eval.size={problems}", f"eval.samples={samples}", "trainer.disable_tqdm=true"]
     grpo = mechanism.run("grpo", seed=0, steps=5, folder=tmp_path, overrides=short)

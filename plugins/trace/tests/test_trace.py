@@ -8,6 +8,7 @@ import torch
 from stackrl import ConfigError, PluginError, Rollout
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_trace import (
@@ -24,7 +25,7 @@ from stackrl_trace import (
 )
 from stackrl_trace.loss import routed_divergence
 
-RULE = {"spans": "rule", "span_pattern": ".", "teacher_template": "{solution}\n\n{prompt}"}
+RULE = {"spans": "rule", "span_pattern": ".", "teacher_template": REFERENCE_TEMPLATE}
 
 
 class TestConformance(PluginConformance):
@@ -223,7 +224,7 @@ def test_self_annotation_survives_what_a_random_policy_answers(make_config, monk
 def test_stacks_with_opsd(make_config):
     """Both add a loss term: both are computed and logged in the same run."""
     config = make_config(
-        ["trace", "opsd"], trace={**RULE, "route": "error_rkl"}, opsd={"teacher_template": "{solution}\n\n{prompt}"},
+        ["trace", "opsd"], trace={**RULE, "route": "error_rkl"}, opsd={"teacher_template": REFERENCE_TEMPLATE},
         trainer={"max_completion_length": 16},
     )
     trainer = train_steps(config, steps=2)
