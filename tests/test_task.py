@@ -118,3 +118,30 @@ def test_checkpoint_follows_a_reference_solution(arith_tiny):
     bare = _solved(*arith_tiny, list(test["question"]), answers)
     shown = _solved(*arith_tiny, [reference_prompt(s, q) for s, q in zip(test["solution"], test["question"])], answers)
     assert shown >= 28 and shown >= bare + 16, (bare, shown)
+
+
+def test_reading_examples_show_a_spoiled_reference_and_ask_for_it():
+    import random
+
+    from transformers import AutoTokenizer
+
+    from stackrl.tasks.pretrain import _reading_batches
+
+    tokenizer = AutoTokenizer.from_pretrained(BUILTIN_MODELS["stackrl/arith-tiny"]())
+    train = make_dataset("train", 64, seed=0)
+    batch = next(_reading_batches(tokenizer, train, random.Random(0), 200, fraction=0.5, spoiled=1.0))
+    shown = changed = 0
+    for prompt_ids, target_ids in batch:
+        prompt, target = tokenizer.decode(prompt_ids), tokenizer.decode(target_ids[:-1])
+        assert target_ids[-1] == tokenizer.eos_token_id
+        question = prompt.split("\n\n")[-1]
+        truth = next(r["solution"] for r in _rows(train) if r["question"] == question)
+        if prompt == question:
+            assert target == truth
+            continue
+        shown += 1
+        assert prompt == reference_prompt(target, question)
+        differing = sum(a != b for a, b in zip(target.split("\n"), truth.split("\n")))
+        assert differing <= 1
+        changed += differing
+    assert 70 <= shown <= 130 and changed >= 0.9 * shown

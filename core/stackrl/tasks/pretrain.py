@@ -144,7 +144,7 @@ def _reading_batches(tokenizer, train, rng: random.Random, batch_size: int, frac
 
 
 def _spoiled(solution: str, rng: random.Random) -> str:
-    """``solution`` with one step's result replaced by another number.
+    """``solution`` with one step's result moved by a random offset (clipped at 0, so rarely unchanged).
 
     Read as a reference, a spoiled solution can only be reproduced by copying it, not by doing the arithmetic:
     without such examples the model learns to ignore a reference it can mostly recompute.
@@ -199,7 +199,8 @@ def _fit(model, tokenizer, batches, *, steps, lr, schedule, out, test, save_ever
             model.save_pretrained(snapshot)
             tokenizer.save_pretrained(snapshot)
         if eval_every and step % eval_every == 0 and step < steps:
-            print(f"  greedy@{step}: {_fmt(evaluate(model, tokenizer, test.select(range(len(test) // 2))))}", flush=True)
+            half = test.select(range(len(test) // 2))
+            print(f"  greedy@{step}: {_fmt(evaluate(model, tokenizer, half))}", flush=True)
     return time.time() - t_train
 
 
@@ -259,10 +260,11 @@ def pretrain(
         batches = _solving_batches(tokenizer, train, random.Random(seed), batch_size)
         train_s += _fit(model, tokenizer, batches, steps=steps, lr=lr, schedule=_warmup_cosine(steps, warmup), **common)
     if reading_steps:
-        # Fresh problems, drawn with replacement, at a constant rate: the copying ability appears abruptly after a
-        # few hundred steps, and a decaying rate left a model that doubted the results it copied.
+        # Fresh problems, drawn with replacement, at a constant rate: copying appears abruptly after a few hundred
+        # steps, and the one run with warmup and cosine decay instead gave a model that doubted what it copied.
         reading = make_dataset("train", train_size, seed=seed + 1, distinct=False)
-        batches = _reading_batches(tokenizer, reading, random.Random(seed), batch_size, reading_fraction, reading_spoiled)
+        rng = random.Random(seed)
+        batches = _reading_batches(tokenizer, reading, rng, batch_size, reading_fraction, reading_spoiled)
         train_s += _fit(model, tokenizer, batches, steps=reading_steps, lr=reading_lr, schedule=lambda s: 1.0, **common)
 
     greedy = evaluate(model, tokenizer, test)

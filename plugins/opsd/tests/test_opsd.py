@@ -63,10 +63,11 @@ def test_divergence_is_the_jsd_of_student_and_teacher_at_every_token(trainer):
 
 def test_top_k_renormalises_over_the_teachers_top_tokens(trainer):
     rollout = _rollout(trainer.processing_class)
-    full = distillation_divergence(trainer._shared_policy, rollout, OpsdConfig(teacher_template=REFERENCE_TEMPLATE),
-                                   teacher="policy", grad=False)
-    top = distillation_divergence(trainer._shared_policy, rollout, OpsdConfig(teacher_template=REFERENCE_TEMPLATE, top_k=5),
-                                  teacher="policy", grad=False)
+    divergence = lambda **settings: distillation_divergence(  # noqa: E731
+        trainer._shared_policy, rollout, OpsdConfig(teacher_template=REFERENCE_TEMPLATE, **settings),
+        teacher="policy", grad=False,
+    )
+    full, top = divergence(), divergence(top_k=5)
     assert top.shape == full.shape and not torch.allclose(top, full)
 
 
