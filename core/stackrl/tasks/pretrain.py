@@ -111,9 +111,7 @@ def _example(tokenizer, prompt: str, solution: str) -> tuple[list[int], list[int
 
 def _solving_batches(tokenizer, train, rng: random.Random, batch_size: int):
     """Question -> solution examples in epochs of a fresh shuffle of ``train``."""
-    prompt_ids = tokenizer(list(train["question"]), add_special_tokens=False)["input_ids"]
-    solution_ids = tokenizer(list(train["solution"]), add_special_tokens=False)["input_ids"]
-    examples = [(p, s + [tokenizer.eos_token_id]) for p, s in zip(prompt_ids, solution_ids)]
+    examples = [_example(tokenizer, q, s) for q, s in zip(train["question"], train["solution"])]
     order = list(range(len(examples)))
     rng.shuffle(order)
     pos = 0

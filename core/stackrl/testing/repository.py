@@ -37,7 +37,7 @@ def method_plugins(root: Path) -> dict[str, dict]:
 
 
 def load_script(path: Path):
-    """A script of the checkout (a plugin's ``benchmarks/*.py``) as a module, for a test that runs it short."""
+    """A script of the checkout (a plugin's ``benchmarks/*.py``, a test helper) as a module, for a test to call."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"{path.parent.parent.name}_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
