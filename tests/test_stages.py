@@ -82,6 +82,30 @@ def test_per_token_advantages_reach_the_loss(make_config):
     assert torch.allclose(loss.detach(), expected, atol=1e-5)
 
 
+def test_rows_excluded_from_the_loss_leave_its_mask_and_normaliser(make_config, monkeypatch):
+    from stackrl_test_plugins import DigitReward
+
+    from stackrl import hookimpl
+
+    scored = DigitReward.reward
+
+    def exclude_the_first_group(self, ctx):
+        ctx.rollout.exclude_from_loss(range(ctx.rollout.group_size))
+        return scored(self, ctx)
+
+    monkeypatch.setattr(DigitReward, "reward", hookimpl(exclude_the_first_group))
+    trainer = train_steps(make_config(["digit_reward"], trainer={"per_device_train_batch_size": 8}), steps=1)
+    rows, batch = buffered_rows(trainer), trainer._buffered_inputs[0]
+    mask, advantages = rows["completion_mask"], rows["advantages"]
+    assert mask[:4].sum() == 0 and (mask[4:].sum(1) > 0).all()
+    assert advantages[:4].abs().sum() > 0, "the excluded rows keep their advantages; only the mask drops them"
+    assert batch["num_items_in_batch"] == mask.sum()
+    # On-policy the ratio is 1: TRL's dapo loss is -sum(A * mask) over the kept tokens / the kept tokens.
+    trainer.model.train()
+    loss = trainer.compute_loss(trainer.model, batch)
+    assert torch.allclose(loss.detach(), -(advantages.unsqueeze(1) * mask).sum() / mask.sum(), atol=1e-5)
+
+
 def test_loss_term_changes_the_gradient_by_its_weight(make_config):
     trainer = train_steps(make_config(["digit_reward", "logp_loss"]), steps=1)
     batch = trainer._buffered_inputs[0]

@@ -37,6 +37,7 @@ class Rollout:
     group_size: int
     rewards: dict[str, torch.Tensor] = field(default_factory=dict)
     advantages: torch.Tensor | None = None
+    excluded: set[int] = field(default_factory=set)  # rows kept out of the policy loss: see exclude_from_loss
 
     def __len__(self) -> int:
         return len(self.completions)
@@ -66,6 +67,18 @@ class Rollout:
                 f"{', '.join(self.rewards) or 'none'} (a component weighted 0 is still computed)"
             )
         return self.rewards[reward] >= threshold
+
+    def exclude_from_loss(self, rows) -> None:
+        """Keep ``rows`` out of the policy loss (call it in the reward or advantage stage).
+
+        The host zeroes their completion mask before the loss, as TRL's ``mask_truncated_completions`` does for
+        truncated completions: they add no advantage, KL or entropy term and do not count in the token normaliser.
+        """
+        rows = [int(row) for row in rows]
+        outside = [row for row in rows if not 0 <= row < len(self)]
+        if outside:
+            raise PluginError(f"exclude_from_loss: row {outside[0]} is outside the rollout of {len(self)} rows")
+        self.excluded.update(rows)
 
     def select(self, rows: list[int]) -> Rollout:
         """The rollout restricted to ``rows`` (groups are no longer whole)."""
@@ -97,6 +110,11 @@ class _Context:
     _log: Callable[[str, float], None] = field(repr=False)
     _plugin: str = field(default="", repr=False)
     training: bool = True  # False while TRL evaluates: methods that only shape training (hints, curricula) stand aside
+
+    @property
+    def sampling_temperature(self) -> float:
+        """The run's sampling temperature (``trainer.temperature``), by which TRL's loss also divides the logits."""
+        return self.policy.sampling_temperature
 
     def generate(self, prompts: list, **sampling) -> list:
         """Sample one completion per prompt with the current policy; see :meth:`stackrl.policy.PolicyAccess.generate`."""

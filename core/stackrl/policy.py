@@ -131,6 +131,11 @@ class PolicyAccess:
         self._sharded = sharded and trainer.accelerator.num_processes > 1
         self._grad_model = model
 
+    @property
+    def sampling_temperature(self) -> float:
+        """The run's sampling temperature (``trainer.temperature``), by which TRL's loss also divides the logits."""
+        return self._trainer.temperature
+
     # -- splitting work over processes --------------------------------------------------------------------------
 
     def _local(self, items: list) -> list:

@@ -189,7 +189,17 @@ class StackTrainer(GRPOTrainer):
         output[ROW_INDEX] = torch.arange(local.start, local.stop, device=output["prompt_ids"].device)
         if self.plugins.has("estimate_advantages") or self.plugins.has("reshape_advantages"):
             output["advantages"] = self._plugin_advantages(output, local)
+        excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
+        if excluded:
+            self._exclude_from_loss(output, local, excluded)
         return output
+
+    def _exclude_from_loss(self, output: dict, local: slice, excluded: set[int]) -> None:
+        """Zero the completion mask of the excluded rows this process holds, and recount TRL's token normaliser."""
+        mine = [row - local.start for row in excluded if local.start <= row < local.stop]
+        output["completion_mask"][mine] = 0
+        mask = output["completion_mask"] * output.get("tool_mask", 1)
+        output["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
 
     def _generate(self, prompts):
         if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):
