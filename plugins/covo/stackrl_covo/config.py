@@ -25,8 +25,8 @@ class RewardMode(Enum):
 
 
 class Curiosity(Enum):
-    add = "add"  # add the curiosity bonus to the reward, as the paper describes
     log = "log"  # compute and log it only: what the released code does (the bonus never reaches the reward)
+    add = "add"  # add the bonus to the reward, as the paper describes; only in groups with two answers or more
     off = "off"  # neither (saves the curiosity probes)
 
 
@@ -54,6 +54,9 @@ class CoVoConfig:
     riv_threshold: float = 0.5
     ril_threshold: float = 0.05
     # Curiosity: mean over steps of (perplexity of the step - ln(KL(P || U)^(1/3) + 1)).
-    curiosity: Curiosity = Curiosity.add
+    curiosity: Curiosity = Curiosity.log
     curiosity_threshold: float = 2.0  # the bonus goes to trajectories whose curiosity exceeds this
     curiosity_bonus: float = 0.4
+    # The authors' accuracy filter: groups whose mean CoVo reward (before any bonus) is below 0.001 are kept out
+    # of the policy loss (rollout.exclude_from_loss) in training.
+    group_filter: bool = False

@@ -10,10 +10,16 @@ trajectory's own answer and ``r_i = D[i, j] / min_{k != j} D[i, k]``:
 
 Over the ``n`` trajectories that end in one answer, ``RiV = || mean_i (Con_i cos Vol_i, Con_i sin Vol_i) ||_2``
 (volatility as an angle in radians) and ``RiL = mean Con - mean Vol``.
+
+The aggregates are computed in float64 with the authors' order of operations (per-trajectory ``math`` cosines,
+numpy means): an answer whose aggregate lies exactly at a binary threshold is then decided as in their code.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
 
@@ -38,21 +44,27 @@ def consistency_volatility(distances: torch.Tensor, own: int) -> tuple[float, fl
     return consistency, 1 - final_run / steps
 
 
-def riv(consistency: torch.Tensor, volatility: torch.Tensor) -> float:
+def riv(consistency, volatility) -> float:
     """Vectorial aggregation: the length of the mean of the vectors ``Con (cos Vol, sin Vol)``."""
-    vectors = torch.stack([consistency * torch.cos(volatility), consistency * torch.sin(volatility)], dim=-1)
-    return vectors.mean(dim=0).norm().item()
+    pairs = list(zip(_floats(consistency), _floats(volatility)))
+    x = np.mean([c * math.cos(v) for c, v in pairs])
+    y = np.mean([c * math.sin(v) for c, v in pairs])
+    return math.sqrt(x**2 + y**2)
 
 
-def ril(consistency: torch.Tensor, volatility: torch.Tensor) -> float:
+def ril(consistency, volatility) -> float:
     """Linear aggregation: mean consistency minus mean volatility."""
-    return (consistency.mean() - volatility.mean()).item()
+    return float(np.mean(_floats(consistency)) - np.mean(_floats(volatility)))
+
+
+def _floats(values) -> list[float]:
+    return [float(v) for v in values]
 
 
 def group_rewards(
     answer_index: list[int | None], distances: list[torch.Tensor | None], aggregate, threshold: float | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One group's rewards, consistencies and volatilities.
+    """One group's rewards, consistencies and volatilities, float64.
 
     ``answer_index[i]`` is trajectory ``i``'s answer among the group's distinct answers (``None``: no answer),
     ``distances[i]`` its ``(T, K)`` distances. Each answer gets the ``aggregate`` (:func:`riv` or :func:`ril`)
@@ -61,18 +73,18 @@ def group_rewards(
     fewer than two distinct answers (nothing to compare with), get 0.
     """
     n = len(answer_index)
-    rewards, consistency, volatility = torch.zeros(n), torch.zeros(n), torch.zeros(n)
+    rewards, consistency, volatility = [0.0] * n, [0.0] * n, [0.0] * n
     answers = sorted({a for a in answer_index if a is not None})
-    if len(answers) < 2:
-        return rewards, consistency, volatility
-    answered = [i for i in range(n) if answer_index[i] is not None]
-    for i in answered:
-        consistency[i], volatility[i] = consistency_volatility(normalise_rows(distances[i]), answer_index[i])
-    for answer in answers:
-        rows = [i for i in answered if answer_index[i] == answer]
-        score = aggregate(consistency[rows], volatility[rows])
-        rewards[rows] = float(score >= threshold) if threshold is not None else score
-    return rewards, consistency, volatility
+    if len(answers) >= 2:
+        answered = [i for i in range(n) if answer_index[i] is not None]
+        for i in answered:
+            consistency[i], volatility[i] = consistency_volatility(normalise_rows(distances[i]), answer_index[i])
+        for answer in answers:
+            rows = [i for i in answered if answer_index[i] == answer]
+            score = aggregate([consistency[i] for i in rows], [volatility[i] for i in rows])
+            for i in rows:
+                rewards[i] = float(score >= threshold) if threshold is not None else score
+    return tuple(torch.tensor(values, dtype=torch.float64) for values in (rewards, consistency, volatility))
 
 
 def step_curiosity(logprobs: torch.Tensor) -> float:

@@ -20,6 +20,10 @@ from stackrl_covo.probing import plan_probes, probe_logprobs, read_plan
 from stackrl_covo.steps import split_steps
 
 
+# The authors' accuracy filter keeps a group when its mean reward is at least this (binary rewards: any reward).
+FILTER_MIN_MEAN = 0.001
+
+
 class CoVo(Plugin):
     """CoVo (Zhang et al., 2025, arXiv 2506.08745) on the reward hook."""
 
@@ -66,24 +70,30 @@ class CoVo(Plugin):
         logprobs = iter(probe_logprobs(self._score(ctx, plans), config.greedy_next_token) if plans else [])
 
         distances = [None] * len(rollout)
-        bonus = torch.zeros(len(rollout))
+        bonus = torch.zeros(len(rollout), dtype=torch.float64)
         curiosities = []
         for row, plan in plans.items():
             distances[row], row_curiosity = read_plan(plan, [next(logprobs) for _ in plan.probes])
             if row_curiosity is not None:
                 curiosities.append(row_curiosity)
-                bonus[row] = curiosity_bonus(row_curiosity, config.curiosity_threshold, config.curiosity_bonus)
+                if plan.answers:  # a group with one answer has nothing to compare: no bonus either
+                    bonus[row] = curiosity_bonus(row_curiosity, config.curiosity_threshold, config.curiosity_bonus)
 
         aggregate = riv if config.aggregation is Aggregation.riv else ril
         threshold = None
         if config.reward_mode is RewardMode.binary:
             threshold = config.riv_threshold if config.aggregation is Aggregation.riv else config.ril_threshold
-        rewards, consistency, volatility = (torch.zeros(len(rollout)) for _ in range(3))
+        rewards, consistency, volatility = (torch.zeros(len(rollout), dtype=torch.float64) for _ in range(3))
         for start in range(0, len(rollout), size):
             rows = slice(start, start + size)
             rewards[rows], consistency[rows], volatility[rows] = group_rewards(
                 index[rows], distances[rows], aggregate, threshold
             )
+
+        if config.group_filter and ctx.training:
+            unrewarded = rewards.view(-1, size).mean(dim=1) < FILTER_MIN_MEAN
+            rollout.exclude_from_loss(unrewarded[rollout.group_index].nonzero().flatten().tolist())
+            ctx.log("filtered_groups", unrewarded.double().mean().item())
 
         compared = [row for row, plan in plans.items() if plan.answers]
         ctx.log("answered", sum(a is not None for a in index) / len(rollout))

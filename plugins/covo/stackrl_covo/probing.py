@@ -103,11 +103,14 @@ def read_plan(plan: Plan, logprobs: list[torch.Tensor]) -> tuple[torch.Tensor, f
 
 
 def probe_logprobs(scores, greedy: bool) -> list[torch.Tensor]:
-    """Each probe's log-probs from a ``Scores`` row: its tokens', the appended one's replaced by the greedy top-1."""
+    """Each probe's log-probs from a ``Scores`` row: its tokens', the appended one's replaced by the greedy top-1.
+
+    float64 from here on, as the authors' distances (Python floats) are.
+    """
     rows = []
     for row, length in enumerate(scores.mask.sum(dim=1).tolist()):
-        logprobs = scores.logprobs[row, :length].float().cpu()
+        logprobs = scores.logprobs[row, :length].double().cpu()
         if greedy:
-            logprobs = torch.cat([logprobs[:-1], scores.topk_logprobs[row, length - 1, :1].float().cpu()])
+            logprobs = torch.cat([logprobs[:-1], scores.topk_logprobs[row, length - 1, :1].double().cpu()])
         rows.append(logprobs)
     return rows

@@ -57,7 +57,7 @@ def sampled_rollout(trainer, questions: list[str], group_size: int, seed: int = 
     )
 
 
-def covo_reward(trainer, rollout: Rollout, **settings) -> tuple[torch.Tensor, dict[str, float]]:
+def covo_reward(trainer, rollout: Rollout, training=True, **settings) -> tuple[torch.Tensor, dict[str, float]]:
     """The plugin's rewards for ``rollout`` and what it logged, with ``settings`` over the arithmetic ones."""
     config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CoVoConfig), {**ARITH, **settings}))
     logs = {}
@@ -68,6 +68,7 @@ def covo_reward(trainer, rollout: Rollout, **settings) -> tuple[torch.Tensor, di
         _log=logs.__setitem__,
         _plugin="covo",
         rollout=rollout,
+        training=training,
     )
     return torch.as_tensor(CoVo(config).reward(ctx)), logs
 

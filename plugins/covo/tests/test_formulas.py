@@ -116,3 +116,30 @@ def test_perplexity_and_step_curiosity():
 def test_curiosity_bonus_above_the_threshold_only():
     assert curiosity_bonus(2.5, threshold=2.0, bonus=0.4) == 0.4
     assert curiosity_bonus(2.0, threshold=2.0, bonus=0.4) == 0.0
+
+
+def _half_consistent(steps: int, final_run: int) -> torch.Tensor:
+    """Distances (own answer in column 0) with Con exactly 1/2 and a final run of ``final_run`` states at ratio <= 1."""
+    nearer, tie, away = [1.0, 2.0], [1.0, 1.0], [2.0, 1.0]
+    half = steps // 2
+    if final_run >= half:
+        rows = [away] * (steps - final_run) + [tie] * (final_run - half) + [nearer] * half
+    else:
+        rows = [nearer] * (half - final_run) + [away] * half + [nearer] * final_run
+    return torch.tensor(rows)
+
+
+def test_binary_rewards_at_the_threshold_are_decided_in_float64():
+    """An answer with one trajectory of Con 1/2 has RiV exactly 1/2 on paper; float64 arithmetic as in the authors'
+    code puts it at or just below 0.5 depending on Vol. Every (T, Vol) decision must be theirs."""
+    decisions, expected = [], []
+    for steps in range(2, 15, 2):
+        for final_run in range(steps + 1):
+            distances = [_half_consistent(steps, final_run), torch.tensor([[2.0, 1.0]])]
+            rewards, con, vol = group_rewards([0, 1], distances, riv, threshold=0.5)
+            assert (con[0].item(), vol[0].item()) == (0.5, 1 - final_run / steps)
+            angle = 1 - final_run / steps
+            decisions.append(rewards[0].item())
+            expected.append(float(math.sqrt((0.5 * math.cos(angle)) ** 2 + (0.5 * math.sin(angle)) ** 2) >= 0.5))
+    assert len(decisions) == 63 and 0 < sum(expected) < 63  # ties both ways: a flipped comparison shows
+    assert decisions == expected

@@ -9,21 +9,28 @@ from stackrl import ConfigError
 from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import HookRecorder, train_steps
+from stackrl.trainer import ROW_INDEX
 
 
 class TestConformance(PluginConformance):
     plugin_name = "covo"
 
 
-def test_the_cpu_recipe_trains_label_free(tmp_path, covo):
+def test_the_cpu_recipe_trains_label_free_on_rewarded_groups_only(tmp_path, covo):
     recorder = HookRecorder()
-    trainer = train_steps(covo.recipe(tmp_path), steps=2, monitor=recorder)
+    trainer = train_steps(covo.recipe(tmp_path, "trainer.seed=3"), steps=2, monitor=recorder)
     assert trainer.state.global_step == 2
     assert "answer" not in trainer.train_dataset.column_names  # the reward never saw a reference answer
     rewards = [call.result for call in recorder.calls if call.hook == "reward"]
     assert len(rewards) == 2 and all(len(r) == 8 for r in rewards)
     logged = {key for entry in trainer.state.log_history for key in entry}
-    assert {"covo/consistency", "covo/volatility", "covo/distinct_answers", "rewards/covo/mean"} <= logged
+    assert {"covo/consistency", "covo/volatility", "covo/filtered_groups", "rewards/covo/mean"} <= logged
+    # The group filter: the last step's groups without any CoVo reward have no token in the loss, the others do.
+    batch = trainer._buffered_inputs[0]
+    tokens = batch["completion_mask"][batch[ROW_INDEX].argsort()].sum(dim=1).view(-1, 4)
+    rewarded = torch.as_tensor(rewards[-1]).view(-1, 4).sum(dim=1) > 0
+    assert rewarded.any() and not rewarded.all(), "this seed gives one group of each kind"
+    assert ((tokens > 0).all(dim=1) == rewarded).all() and ((tokens == 0).all(dim=1) == ~rewarded).all()
 
 
 def test_one_forward_per_trajectory_gives_the_per_probe_numbers(arith_trainer, covo):
@@ -56,15 +63,38 @@ def test_states_that_keep_to_their_answer_are_rewarded(arith_trainer, covo):
     assert continuous.tolist() == pytest.approx([1.0, 0.4, 1.0, 0.4])
 
 
-def test_one_distinct_answer_or_none_gets_nothing_but_curiosity(arith_trainer, covo):
-    tokenizer = arith_trainer.processing_class
-    rollout = covo.rollout_of(tokenizer, [QUESTION] * 3, [CONSISTENT, CONSISTENT, "9 * 5 = 45"], group_size=3)
-    rewards, logs = covo.reward(arith_trainer, rollout, curiosity="log")
-    assert rewards.tolist() == [0.0, 0.0, 0.0]
-    assert logs["covo/answered"] == pytest.approx(2 / 3) and "covo/consistency" not in logs
-    assert "covo/curiosity" in logs  # computed for the answered trajectories, logged, not added
-    bonus, _ = covo.reward(arith_trainer, rollout, curiosity="add", curiosity_threshold=-100.0)
-    assert bonus.tolist() == pytest.approx([0.4, 0.4, 0.0])
+# Two groups of three: one distinct answer (61) and no answer; then 61, 77 and no answer.
+TWO_GROUPS = [CONSISTENT, CONSISTENT, "9 * 5 = 45", CONSISTENT, VOLATILE, "9 * 5 = 45"]
+
+
+def test_a_group_with_one_distinct_answer_gets_nothing_and_curiosity_is_only_logged(arith_trainer, covo):
+    rollout = covo.rollout_of(arith_trainer.processing_class, [QUESTION] * 6, TWO_GROUPS, group_size=3)
+    everyone_curious = {"curiosity_threshold": -100.0}
+    rewards, logs = covo.reward(arith_trainer, rollout, **everyone_curious)  # the default: the released code's
+    assert rewards.tolist() == [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+    assert logs["covo/answered"] == pytest.approx(4 / 6)
+    assert logs["covo/curiosity_bonus"] == pytest.approx(0.4 * 2 / 6)  # computed and logged, not added
+    # The paper's bonus: only where the group has answers to compare, never to a group with one answer.
+    bonus, _ = covo.reward(arith_trainer, rollout, curiosity="add", **everyone_curious)
+    assert bonus.tolist() == pytest.approx([0.0, 0.0, 0.0, 1.4, 0.4, 0.0])
+
+
+def test_the_group_filter_keeps_groups_without_reward_out_of_the_loss(arith_trainer, covo):
+    def rollout():
+        return covo.rollout_of(arith_trainer.processing_class, [QUESTION] * 6, TWO_GROUPS, group_size=3)
+
+    filtered = rollout()
+    _, logs = covo.reward(arith_trainer, filtered, group_filter=True)
+    assert filtered.excluded == {0, 1, 2} and logs["covo/filtered_groups"] == 0.5
+    for unfiltered, settings in ((rollout(), {}), (rollout(), {"group_filter": True, "training": False})):
+        covo.reward(arith_trainer, unfiltered, **settings)
+        assert unfiltered.excluded == set(), settings  # off by default, and evaluation is never filtered
+    # The filter reads the intrinsic reward: a group the bonus alone rewards is filtered too (no answer passes 1.5).
+    bonus_only = rollout()
+    rewards, _ = covo.reward(arith_trainer, bonus_only, group_filter=True, curiosity="add", curiosity_threshold=-100.0,
+                             riv_threshold=1.5)
+    assert rewards.tolist() == pytest.approx([0.0, 0.0, 0.0, 0.4, 0.4, 0.0])
+    assert bonus_only.excluded == set(range(6))
 
 
 @pytest.mark.parametrize(
