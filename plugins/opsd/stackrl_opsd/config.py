@@ -32,7 +32,9 @@ class OpsdConfig:
     # Generalized JSD: beta * KL(teacher || m) + (1 - beta) * KL(student || m), m = beta * teacher + (1 - beta)
     # * student; beta = 0 is forward KL(teacher || student), 1 reverse KL (TRL's GKD convention).
     beta: float = 0.5
-    temperature: float = 1.0  # both distributions are softmax(logits / temperature)
+    # Both distributions are softmax(logits / temperature); null: the run's sampling temperature
+    # (trainer.temperature), as the authors divide both logits by theirs.
+    temperature: Optional[float] = None
     # Renormalise both distributions over the teacher's top-k tokens before the divergence (null: full vocabulary).
     top_k: Optional[int] = None
     # Distil only the rollouts the outcome reward `correct_reward` scores at least `correct_threshold`
@@ -54,7 +56,7 @@ def check(config: OpsdConfig) -> None:
         refuse("ema_decay", f"must lie in [0, 1), not {config.ema_decay}")
     if not 0.0 <= config.beta <= 1.0:
         refuse("beta", f"must lie in [0, 1], not {config.beta}")
-    if config.temperature <= 0:
+    if config.temperature is not None and config.temperature <= 0:
         refuse("temperature", f"must be positive, not {config.temperature}")
     if config.top_k is not None and config.top_k < 1:
         refuse("top_k", f"must be at least 1 (or null for the full vocabulary), not {config.top_k}")

@@ -12,11 +12,12 @@ from stackrl_opsd.config import OpsdConfig, check
 def distillation_divergence(scorer, rollout: Rollout, config: OpsdConfig, *, teacher: str, grad: bool) -> torch.Tensor:
     """The generalized JSD between student and teacher at every completion token of ``rollout``, shape ``(P,)``.
 
-    ``scorer`` is anything with ``score`` (a hook's ``ctx``); ``teacher`` the model name to score it with. The
-    student's distribution keeps its gradient when ``grad``.
+    ``scorer`` is anything with ``score`` and ``sampling_temperature`` (a hook's ``ctx``); ``teacher`` the model
+    name to score it with. The student's distribution keeps its gradient when ``grad``.
     """
     everywhere = [range(len(ids)) for ids in rollout.completion_ids]
-    common = dict(positions=everywhere, temperature=config.temperature, rollout=rollout)
+    temperature = scorer.sampling_temperature if config.temperature is None else config.temperature
+    common = dict(positions=everywhere, temperature=temperature, rollout=rollout)
     top_k = config.top_k
     teacher_scores = score_teacher(
         scorer, config.teacher_template, model=teacher, where="opsd.teacher_template",

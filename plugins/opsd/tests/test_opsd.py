@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import TrainerCallback
 
 from stackrl import ConfigError, Rollout
 from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import generalized_jsd, teacher_prompts
+from stackrl.teacher import teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script
@@ -40,35 +41,70 @@ def _rollout(tokenizer):
     )
 
 
+SAMPLING_TEMPERATURE = 1.5
+
+
 @pytest.fixture
 def trainer(make_config):
-    return build_trainer(make_config(["opsd"], opsd={"teacher_template": REFERENCE_TEMPLATE}))
+    """The built-in model, which follows a reference solution: its teacher and student disagree where it matters."""
+    return build_trainer(make_config(["opsd"], model={"name_or_path": "stackrl/arith-tiny"},
+                                     opsd={"teacher_template": REFERENCE_TEMPLATE},
+                                     trainer={"temperature": SAMPLING_TEMPERATURE}))
 
 
-def test_divergence_is_the_jsd_of_student_and_teacher_at_every_token(trainer):
+def direct_jsd(trainer, rollout, beta: float, temperature: float, top_k: int | None = None) -> torch.Tensor:
+    """The generalized JSD at every completion token, written out from its definition on the model's raw logits in
+    float64: p the student's and q the teacher's softmax(logits / temperature), optionally both restricted to the
+    teacher's top-k logits and renormalised; m = beta q + (1 - beta) p; beta KL(q || m) + (1 - beta) KL(p || m)."""
+    teacher_ids = trainer._tokenize_prompts(teacher_prompts(rollout.prompts, rollout.columns, REFERENCE_TEMPLATE))[0]
+    values = []
+    for student_ids, teacher_context, completion in zip(rollout.prompt_ids, teacher_ids, rollout.completion_ids):
+        student, teacher = (_completion_logits(trainer.model, ids, completion) / temperature
+                            for ids in (student_ids, list(teacher_context)))
+        if top_k is not None:
+            keep = teacher.topk(top_k, dim=-1).indices
+            student, teacher = student.gather(-1, keep), teacher.gather(-1, keep)
+        p, q = student.softmax(-1), teacher.softmax(-1)
+        m = beta * q + (1 - beta) * p
+        values.append(beta * (q * (q / m).log()).sum(-1) + (1 - beta) * (p * (p / m).log()).sum(-1))
+    return torch.cat(values)
+
+
+def _completion_logits(model, context: list[int], completion: list[int]) -> torch.Tensor:
+    """The logits the model predicts each completion token from, float64."""
+    with torch.no_grad():
+        logits = model(torch.tensor([context + completion])).logits[0].double()
+    return logits[len(context) - 1 : len(context) + len(completion) - 1]
+
+
+@pytest.mark.parametrize("beta", [0.1, 0.5, 0.9])
+def test_divergence_is_the_jsd_of_student_and_teacher_at_the_sampling_temperature(trainer, beta):
     rollout = _rollout(trainer.processing_class)
-    config = OpsdConfig(teacher_template=REFERENCE_TEMPLATE, beta=0.3, temperature=1.5)
-    policy = trainer._shared_policy
-    got = distillation_divergence(policy, rollout, config, teacher="policy", grad=False)
-    student = policy.score(rollout.prompt_ids, rollout.completion_ids, full_vocab=True, temperature=1.5)
-    teacher = policy.score(
-        teacher_prompts(rollout.prompts, rollout.columns, REFERENCE_TEMPLATE), rollout.completion_ids,
-        full_vocab=True, temperature=1.5,
-    )
-    chosen = student.mask.bool()
-    expected = generalized_jsd(student.vocab_logprobs[chosen], teacher.vocab_logprobs[chosen], beta=0.3)
+    config = OpsdConfig(teacher_template=REFERENCE_TEMPLATE, beta=beta)  # temperature: the sampling one
+    got = distillation_divergence(trainer._shared_policy, rollout, config, teacher="policy", grad=False)
+    expected = direct_jsd(trainer, rollout, beta, SAMPLING_TEMPERATURE)
     assert got.shape == (sum(len(c) for c in rollout.completion_ids),)
-    assert torch.allclose(got, expected, atol=1e-5)
+    assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-7)
+    # Swapping beta and 1 - beta (beta != 1/2) gives another divergence, and so does another temperature.
+    if beta != 0.5:
+        assert not torch.allclose(direct_jsd(trainer, rollout, 1 - beta, SAMPLING_TEMPERATURE), expected, rtol=1e-2)
+    assert not torch.allclose(direct_jsd(trainer, rollout, beta, 1.0), expected, rtol=1e-2)
+
+
+def test_an_explicit_temperature_overrides_the_sampling_one(trainer):
+    rollout = _rollout(trainer.processing_class)
+    config = OpsdConfig(teacher_template=REFERENCE_TEMPLATE, beta=0.3, temperature=1.0)
+    got = distillation_divergence(trainer._shared_policy, rollout, config, teacher="policy", grad=False)
+    assert torch.allclose(got.double(), direct_jsd(trainer, rollout, 0.3, 1.0), rtol=1e-4, atol=1e-7)
 
 
 def test_top_k_renormalises_over_the_teachers_top_tokens(trainer):
     rollout = _rollout(trainer.processing_class)
-    divergence = lambda **settings: distillation_divergence(  # noqa: E731
-        trainer._shared_policy, rollout, OpsdConfig(teacher_template=REFERENCE_TEMPLATE, **settings),
-        teacher="policy", grad=False,
-    )
-    full, top = divergence(), divergence(top_k=5)
-    assert top.shape == full.shape and not torch.allclose(top, full)
+    config = OpsdConfig(teacher_template=REFERENCE_TEMPLATE, beta=0.3, top_k=5)
+    got = distillation_divergence(trainer._shared_policy, rollout, config, teacher="policy", grad=False)
+    expected = direct_jsd(trainer, rollout, 0.3, SAMPLING_TEMPERATURE, top_k=5)
+    assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-7)
+    assert not torch.allclose(expected, direct_jsd(trainer, rollout, 0.3, SAMPLING_TEMPERATURE), rtol=1e-2)
 
 
 def test_gradient_descends_the_divergence(trainer):
@@ -134,14 +170,37 @@ def test_bad_settings_name_the_key():
         Opsd(OpsdConfig(beta=2.0))
 
 
-def test_ema_teacher_is_a_snapshot_updated_every_step(make_config):
-    trainer = train_steps(make_config(["opsd"], opsd={"teacher_template": REFERENCE_TEMPLATE, "teacher": "ema",
-                                                       "ema_decay": 0.5}), steps=2)
+class WeightLog(TrainerCallback):
+    """The policy's weights when training begins and after every optimizer step."""
+
+    def __init__(self):
+        self.weights = []
+
+    def _keep(self, model):
+        self.weights.append({name: p.detach().clone() for name, p in model.named_parameters()})
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._keep(model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self._keep(model)
+
+
+def test_ema_teacher_moves_by_the_decay_after_every_step(make_config):
+    decay, log = 0.75, WeightLog()
+    config = make_config(["opsd"], opsd={"teacher_template": REFERENCE_TEMPLATE, "teacher": "ema", "ema_decay": decay})
+    trainer = train_steps(config, steps=2, callbacks=[log])
     from stackrl.policy import _SNAPSHOTS
 
-    snapshot = _SNAPSHOTS[trainer]["opsd"].model
-    live = trainer.model.get_output_embeddings().weight
-    assert not torch.equal(snapshot.get_output_embeddings().weight, live), "an EMA lags the policy"
+    snapshot = dict(_SNAPSHOTS[trainer]["opsd"].model.named_parameters())
+    first, *after_steps = log.weights
+    assert len(after_steps) == 2
+    for name, expected in first.items():  # the copy taken at train_begin, then one EMA step per optimizer step
+        for weights in after_steps:
+            expected = decay * expected + (1 - decay) * weights[name]
+        assert torch.allclose(snapshot[name], expected, atol=1e-7), name
+    moved = max((after_steps[-1][n] - first[n]).abs().max().item() for n in first)
+    assert moved > 1e-4, "the policy moved, so a frozen copy, a plain copy or a swapped decay would all differ"
 
 
 def test_a_short_run_brings_the_student_to_its_teacher_and_keeps_accuracy():
