@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from stackrl import ConfigError, PluginError, PluginHookError
+from stackrl import ConfigError, PluginError, PluginHookError, Rollout
 from stackrl.config import load_config
 from stackrl.run import build_plugin_manager
 from stackrl.testing.fixtures import train_steps
@@ -92,6 +92,14 @@ def test_plugin_raising_in_a_hook_is_named_with_hook_and_step(make_config):
         train_steps(config, steps=3)
     assert str(error.value) == "plugin 'raises' failed in hook 'reward' at step 1: RuntimeError: deliberate failure"
     assert isinstance(error.value.__cause__, RuntimeError)
+
+
+def test_excluding_a_row_outside_the_rollout_is_refused_whole():
+    rollout = Rollout(prompts=["a", "a"], completions=["x", "y"], prompt_ids=[[1], [1]], completion_ids=[[2], [3]],
+                      columns={}, group_size=2)
+    with pytest.raises(PluginError, match="exclude_from_loss: row 2 is outside the rollout of 2 rows"):
+        rollout.exclude_from_loss([0, 2])
+    assert rollout.excluded == set()
 
 
 @pytest.mark.parametrize(
