@@ -96,8 +96,8 @@ def test_rows_excluded_from_the_loss_leave_its_mask_and_normaliser(make_config, 
     monkeypatch.setattr(DigitReward, "reward", hookimpl(exclude_the_first_group))
     trainer = train_steps(make_config(["digit_reward"], trainer={"per_device_train_batch_size": 8}), steps=1)
     rows, batch = buffered_rows(trainer), trainer._buffered_inputs[0]
-    mask, advantages = rows["completion_mask"], rows["advantages"]
-    assert mask[:4].sum() == 0 and (mask[4:].sum(1) > 0).all()
+    mask, advantages = rows["completion_mask"] * rows["tool_mask"], rows["advantages"]  # what TRL's loss counts
+    assert mask[:4].sum() == 0 and (mask[4:].sum(1) > 0).all() and (rows["completion_mask"].sum(1) > 0).all()
     assert advantages[:4].abs().sum() > 0, "the excluded rows keep their advantages; only the mask drops them"
     assert batch["num_items_in_batch"] == mask.sum()
     # On-policy the ratio is 1: TRL's dapo loss is -sum(A * mask) over the kept tokens / the kept tokens.

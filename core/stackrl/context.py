@@ -69,10 +69,10 @@ class Rollout:
         return self.rewards[reward] >= threshold
 
     def exclude_from_loss(self, rows) -> None:
-        """Keep ``rows`` out of the policy loss (call it in the reward or advantage stage).
+        """Keep ``rows`` out of TRL's policy loss (call it in the reward or advantage stage).
 
-        The host zeroes their completion mask before the loss, as TRL's ``mask_truncated_completions`` does for
-        truncated completions: they add no advantage, KL or entropy term and do not count in the token normaliser.
+        They add no advantage, KL or entropy term and do not count in the token normaliser; loss terms still see
+        them (see docs/hooks.md).
         """
         rows = [int(row) for row in rows]
         outside = [row for row in rows if not 0 <= row < len(self)]

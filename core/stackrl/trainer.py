@@ -195,11 +195,15 @@ class StackTrainer(GRPOTrainer):
         return output
 
     def _exclude_from_loss(self, output: dict, local: slice, excluded: set[int]) -> None:
-        """Zero the completion mask of the excluded rows this process holds, and recount TRL's token normaliser."""
-        mine = [row - local.start for row in excluded if local.start <= row < local.stop]
-        output["completion_mask"][mine] = 0
-        mask = output["completion_mask"] * output.get("tool_mask", 1)
-        output["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+        """Zero the excluded rows this process holds in TRL's loss-only mask, and recount its token normaliser.
+
+        TRL multiplies ``completion_mask`` by ``tool_mask`` (1 on the tokens the model generated) in the policy
+        loss and its normaliser only: attention, and the loss terms' ``completion_mask``, keep the rows.
+        """
+        loss_mask = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        loss_mask[[row - local.start for row in excluded if local.start <= row < local.stop]] = 0
+        output["tool_mask"] = loss_mask
+        output["num_items_in_batch"] = self.accelerator.gather((output["completion_mask"] * loss_mask).sum()).sum()
 
     def _generate(self, prompts):
         if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):

@@ -27,7 +27,8 @@ def test_the_cpu_recipe_trains_label_free_on_rewarded_groups_only(tmp_path, covo
     assert {"covo/consistency", "covo/volatility", "covo/filtered_groups", "rewards/covo/mean"} <= logged
     # The group filter: the last step's groups without any CoVo reward have no token in the loss, the others do.
     batch = trainer._buffered_inputs[0]
-    tokens = batch["completion_mask"][batch[ROW_INDEX].argsort()].sum(dim=1).view(-1, 4)
+    in_loss = batch["completion_mask"] * batch["tool_mask"]  # TRL's policy loss counts these tokens
+    tokens = in_loss[batch[ROW_INDEX].argsort()].sum(dim=1).view(-1, 4)
     rewarded = torch.as_tensor(rewards[-1]).view(-1, 4).sum(dim=1) > 0
     assert rewarded.any() and not rewarded.all(), "this seed gives one group of each kind"
     assert ((tokens > 0).all(dim=1) == rewarded).all() and ((tokens == 0).all(dim=1) == ~rewarded).all()
