@@ -167,6 +167,19 @@ class StepCounter(Plugin):
         self.reward_sums = list(state["reward_sums"])
 
 
+class Warns(Plugin):
+    """Warns once per rollout and twice after every step: both ways a warning reaches the run summary."""
+
+    @hookimpl
+    def reward(self, ctx):
+        ctx.warn("rollout")
+        return [0.0] * len(ctx.rollout)
+
+    @hookimpl
+    def post_step(self, ctx):
+        ctx.warn("step", 2)
+
+
 class NoOp(Plugin):
     """Implements every hook and changes nothing: measures the host's own cost."""
 
