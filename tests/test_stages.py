@@ -120,12 +120,12 @@ def test_loss_term_changes_the_gradient_by_its_weight(make_config):
         trainer._loss_weights["logp_loss"] = weight
         return trainer.compute_loss(model, batch)
 
-    # The term alone: the mean completion log-prob, computed without the plugin.
+    # The term alone: the mean of each completion's mean log-prob, computed without the plugin.
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
     logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, batch["completion_ids"].size(1))
     mask = batch["completion_mask"].float()
-    term = gradient((logps * mask).sum() / mask.sum())
+    term = gradient(((logps * mask).sum(1) / mask.sum(1).clamp(min=1)).mean())
 
     assert term.abs().max() > 1e-4
     assert torch.allclose(gradient(loss_with(0.5)) - gradient(loss_with(0.0)), 0.5 * term, atol=1e-6)

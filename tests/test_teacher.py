@@ -111,10 +111,27 @@ def test_forward_and_reverse_kl_match_the_definition():
     assert rkl.tolist() == pytest.approx([math.log(2), _kl(P[1].tolist(), Q[1].tolist())], abs=1e-6)
 
 
-def test_pointwise_clip_bounds_each_vocabulary_term():
-    rkl = reverse_kl(P[1:].log(), Q[1:].log(), clip=0.05)
-    terms = [min(max(x * math.log(x / y), -0.05), 0.05) for x, y in zip(P[1].tolist(), Q[1].tolist())]
-    assert rkl.item() == pytest.approx(sum(terms), abs=1e-6)
+def _logit_gradient(divergence, student_logits, teacher_logps, clip):
+    logits = student_logits.clone().requires_grad_(True)
+    divergence(torch.log_softmax(logits, -1), teacher_logps, clip).sum().backward()
+    return logits.grad
+
+
+@pytest.mark.parametrize("divergence", [forward_kl, reverse_kl])
+def test_clip_bounds_the_push_on_each_logit_and_keeps_its_direction(divergence):
+    torch.manual_seed(0)
+    student_logits = torch.randn(64, 11) * 2
+    noise = torch.randn(64, 11) * torch.tensor([2.0, 0.05]).repeat_interleave(32).unsqueeze(1)  # far, then near
+    teacher = torch.log_softmax(student_logits + noise, -1)
+    free = _logit_gradient(divergence, student_logits, teacher, None)
+    clipped = _logit_gradient(divergence, student_logits, teacher, 0.05)
+    largest = free.abs().amax(-1)
+    assert (largest > 0.05).sum() > 10 and (largest <= 0.05).sum() > 0, "both kinds of position are tested"
+    # Each position's push scaled as a whole: the largest entry lands exactly on the clip, none changes sign.
+    scale = (0.05 / largest).clamp(max=1.0)
+    assert torch.allclose(clipped, free * scale.unsqueeze(-1), atol=1e-7)
+    student = torch.log_softmax(student_logits, -1)
+    assert torch.allclose(divergence(student, teacher, 0.05), divergence(student, teacher) * scale)
 
 
 def test_generalized_jsd():

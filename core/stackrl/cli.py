@@ -37,6 +37,8 @@ def cmd_train(args) -> None:
         k = config.host.eval.samples
         for metric in ("pass@1", f"maj@{k}"):
             print(f"held-out {metric}: {result['before'][metric]:.3f} before -> {result['after'][metric]:.3f} after")
+    for name, count in sorted(result["warnings"].items()):
+        print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
     print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")
 
 

@@ -14,6 +14,8 @@ import torch
 
 from stackrl.errors import PluginError
 
+WARNINGS = "warnings"  # the metric prefix of ctx.warn; the trainer counts these for the run summary
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -131,6 +133,12 @@ class _Context:
     def log(self, name: str, value: float) -> None:
         """Log a scalar metric as ``<plugin name>/<name>`` in this step's log."""
         self._log(f"{self._plugin}/{name}", float(value))
+
+    def warn(self, name: str, count: int = 1) -> None:
+        """Count ``count`` occurrences of something that quietly weakens the method (an answer it could not read, a
+        fallback taken), as the metric ``warnings/<plugin name>/<name>``: logged as a warning the first time, in
+        this step's log, and totalled in the run summary."""
+        self._log(f"{WARNINGS}/{self._plugin}/{name}", float(count))
 
     def score_probes(self, contexts: list, trajectories: list[list[int]], probes: list, **options) -> Any:
         """Log-probs of probes branching off trajectories; see :meth:`stackrl.policy.PolicyAccess.score_probes`."""

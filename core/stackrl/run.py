@@ -193,7 +193,8 @@ class _AtTrainBegin(TrainerCallback):
 
 
 def train(config: LoadedConfig, resume=None) -> dict:
-    """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures."""
+    """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures and the
+    occurrences of each plugin warning (``ctx.warn``)."""
     evaluations = {}
 
     def evaluate_now(label: str) -> None:
@@ -216,7 +217,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
         with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
             json.dump(evaluations, f, indent=2)
         plot_run(run_dir)
-    return {"run_dir": run_dir, **evaluations}
+    return {"run_dir": run_dir, "warnings": dict(trainer.warnings), **evaluations}
 
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:

@@ -109,21 +109,41 @@ def _kl_terms(p_logps: torch.Tensor, q_logps: torch.Tensor) -> torch.Tensor:
     return torch.where(p > 0, p * (p_logps - q_logps), torch.zeros_like(p))
 
 
-def _sum_terms(terms: torch.Tensor, clip: float | None) -> torch.Tensor:
-    # Clipping each vocabulary entry's term bounds how hard any single token can pull the student.
-    if clip is not None:
-        terms = terms.clamp(-clip, clip)
-    return terms.sum(-1)
+def _clip_push(divergence: torch.Tensor, push: torch.Tensor, clip: float) -> torch.Tensor:
+    """``divergence`` scaled, position by position, so that no vocabulary entry's logit is pushed harder than ``clip``.
+
+    ``push`` is the divergence's gradient with respect to the student's logits (those the softmax reads), ``(P, V)``.
+    Scaling a position by ``min(1, clip / max |push|)`` bounds every entry's push by ``clip`` and keeps the
+    direction of the whole push: a token the teacher prefers and the student under-weights is still lifted.
+    Clamping each vocabulary term instead zeroes the gradient of the large terms, which are those tokens, and what
+    the other terms leave can push the other way.
+    """
+    largest = push.abs().amax(-1)
+    return divergence * (clip / largest.clamp_min(clip))
 
 
 def forward_kl(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float | None = None) -> torch.Tensor:
-    """KL(teacher || student) at each position (the last dim is the vocabulary): mode-covering."""
-    return _sum_terms(_kl_terms(teacher_logps, student_logps), clip)
+    """KL(teacher || student) at each position (the last dim is the vocabulary): mode-covering.
+
+    ``clip`` bounds how hard the divergence pushes any one logit of the student (see :func:`_clip_push`).
+    """
+    divergence = _kl_terms(teacher_logps, student_logps).sum(-1)
+    if clip is None:
+        return divergence
+    with torch.no_grad():  # d KL(q || p) / d logit_v = p_v - q_v
+        push = student_logps.exp() - teacher_logps.exp()
+    return _clip_push(divergence, push, clip)
 
 
 def reverse_kl(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float | None = None) -> torch.Tensor:
-    """KL(student || teacher) at each position: mode-seeking."""
-    return _sum_terms(_kl_terms(student_logps, teacher_logps), clip)
+    """KL(student || teacher) at each position: mode-seeking. ``clip`` as for :func:`forward_kl`."""
+    divergence = _kl_terms(student_logps, teacher_logps).sum(-1)
+    if clip is None:
+        return divergence
+    with torch.no_grad():  # d KL(p || q) / d logit_v = p_v (log p_v - log q_v - KL(p || q)); zero where p_v is zero
+        p = student_logps.exp()
+        push = torch.where(p > 0, p * (student_logps - teacher_logps - divergence.unsqueeze(-1)), torch.zeros_like(p))
+    return _clip_push(divergence, push, clip)
 
 
 def generalized_jsd(student_logps: torch.Tensor, teacher_logps: torch.Tensor, beta: float = 0.5) -> torch.Tensor:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -29,6 +30,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from stackrl.context import (
+    WARNINGS,
     AdvantageContext,
     LossContext,
     RewardContext,
@@ -131,6 +133,7 @@ class StackTrainer(GRPOTrainer):
         self._pending_rows: list[dict] = []
         self._sample_ctx: SampleContext | None = None
         self._policy_logps: torch.Tensor | None = None
+        self.warnings: Counter[str] = Counter()  # "<plugin>/<name>" -> occurrences ctx.warn counted in this run
         super().__init__(
             reward_funcs=[self._component_reader(name) for name in components],
             rollout_func=self._plugin_rollout if plugins.has("generate_rollout") else None,
@@ -163,7 +166,20 @@ class StackTrainer(GRPOTrainer):
         return self.num_generations if self._mode == "train" else self.num_generations_eval
 
     def _log_metric_now(self, name: str, value: float) -> None:
+        self._count_warning(name, value)
         self._metrics[self._mode][name].append(value)
+
+    def _count_warning(self, name: str, value: float) -> None:
+        """Total what ``ctx.warn`` logs, for the run summary; say so in the log the first time each one occurs."""
+        if not name.startswith(f"{WARNINGS}/") or not value:
+            return
+        key = name[len(WARNINGS) + 1 :]
+        if key not in self.warnings:
+            logger.warning(
+                "%s: %g at step %d (metric %s; the run summary counts every occurrence)",
+                key, value, self.state.global_step, name,
+            )
+        self.warnings[key] += int(value)
 
     def _context(self, cls, **fields):
         return cls(
@@ -395,9 +411,12 @@ class StackTrainer(GRPOTrainer):
         if not self.plugins.has(hook):
             return
         logged: dict[str, list[float]] = {}
-        ctx = self._context(
-            StepContext, rollout=self._rollouts.get("train"), _log=lambda k, v: logged.setdefault(k, []).append(v)
-        )
+
+        def log(name: str, value: float) -> None:
+            self._count_warning(name, value)
+            logged.setdefault(name, []).append(value)
+
+        ctx = self._context(StepContext, rollout=self._rollouts.get("train"), _log=log)
         self.plugins.each(hook, ctx=ctx)
         if hook == "train_end" and logged:
             # TRL has written its last log line by now: write these as one more, bypassing its per-mode averaging.

@@ -127,12 +127,13 @@ class CenteredAdvantage(Plugin):
 
 
 class LogpLoss(Plugin):
-    """Mean completion log-prob of the policy as a loss term: its gradient is known in closed form."""
+    """The mean over the micro-batch's completions of each one's mean log-prob, as a loss term: its gradient is
+    known in closed form, and a batch split into equal micro-batches averages to the whole batch's term."""
 
     @hookimpl
     def loss_term(self, ctx):
         mask = ctx.completion_mask.float()
-        return (ctx.policy_logps * mask).sum() / mask.sum()
+        return ((ctx.policy_logps * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
 
 
 class StepCounter(Plugin):
@@ -165,6 +166,19 @@ class StepCounter(Plugin):
     def load_state_dict(self, state):
         self.steps = state["steps"]
         self.reward_sums = list(state["reward_sums"])
+
+
+class Warns(Plugin):
+    """Warns once per rollout and twice after every step: both ways a warning reaches the run summary."""
+
+    @hookimpl
+    def reward(self, ctx):
+        ctx.warn("rollout")
+        return [0.0] * len(ctx.rollout)
+
+    @hookimpl
+    def post_step(self, ctx):
+        ctx.warn("step", 2)
 
 
 class NoOp(Plugin):

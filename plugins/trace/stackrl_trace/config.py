@@ -12,12 +12,15 @@ SOURCES = ("annotator", "column", "rule")
 ROUTES = ("key_fkl", "error_rkl", "both")
 TEACHERS = ("snapshot", "policy", "reference")
 
-# The teacher reads the reference solution and the annotator's coarse diagnostic type, never the span text or
-# its position: positions only choose where the divergence applies.
-TEACHER_TEMPLATE = (
-    "{prompt}\n\nFor reference, a worked solution to this problem:\n{solution}\n\n"
-    "Kind of step to get right in the attempt below: {label}\n"
-)
+# The teacher's privileged text. "label" (the paper): the annotator's coarse diagnostic type of the spans, never
+# their text or position, which only choose where the divergence applies. "solution": the reference solution too.
+TEACHER_TEMPLATES = {
+    "label": "{prompt}\n\nWhat to watch in the attempt below: {label}\n",
+    "solution": (
+        "{prompt}\n\nFor reference, a worked solution to this problem:\n{solution}\n\n"
+        "What to watch in the attempt below: {label}\n"
+    ),
+}
 
 ANNOTATOR_TEMPLATE = (
     "{prompt}\n\nA reference solution:\n{solution}\n\n"
@@ -48,8 +51,11 @@ class TraceConfig:
     # At most this share of a response's tokens is span, spans taken in the order given (the annotator's
     # priority order, the order of appearance for a rule); the span reaching the cap keeps its first tokens.
     max_coverage: float = 0.25
-    # The teacher's prompt: {prompt}, the dataset columns, and {label}, the annotator's coarse diagnostic type.
-    teacher_template: str = TEACHER_TEMPLATE
+    # What the teacher sees besides the prompt: "label", the annotator's coarse diagnostic type of the spans (the
+    # paper's teacher); "solution", the dataset's reference solution (column `solution`) and the label.
+    teacher_context: str = "label"
+    # A teacher prompt of your own instead ({prompt}, the dataset columns, {label}); null: that of teacher_context.
+    teacher_template: Optional[str] = None
     # The teacher's weights. "snapshot": a copy of the policy synced every `sync_every` steps (the paper);
     # "policy": the live policy; "reference": the frozen reference, or the base with the LoRA adapter disabled.
     teacher: str = "snapshot"
@@ -78,13 +84,20 @@ class TraceConfig:
     span_pattern: str = ""
 
 
+def teacher_template(config: TraceConfig) -> str:
+    """The teacher's prompt template: the one given, or the built-in one of ``teacher_context``."""
+    return config.teacher_template or TEACHER_TEMPLATES[config.teacher_context]
+
+
 def check(config: TraceConfig) -> None:
     """Refuse settings no run could use, naming the key (the host has already checked the types)."""
 
     def refuse(key: str, message: str):
         raise ConfigError(f"trace.{key}: {message}")
 
-    for key, choices in (("spans", SOURCES), ("route", ROUTES), ("teacher", TEACHERS)):
+    for key, choices in (
+        ("spans", SOURCES), ("route", ROUTES), ("teacher", TEACHERS), ("teacher_context", tuple(TEACHER_TEMPLATES))
+    ):
         if getattr(config, key) not in choices:
             refuse(key, f"must be one of {', '.join(choices)}, not '{getattr(config, key)}'")
     if not 0.0 < config.max_coverage <= 1.0:

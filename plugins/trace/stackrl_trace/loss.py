@@ -6,7 +6,7 @@ import torch
 
 from stackrl import Rollout
 from stackrl.teacher import forward_kl, reverse_kl, score_student, score_teacher
-from stackrl_trace.config import TraceConfig
+from stackrl_trace.config import TraceConfig, teacher_template
 from stackrl_trace.spans import KEY, RowSpans
 
 
@@ -56,8 +56,9 @@ def span_divergence(scorer, rollout: Rollout, spans: list[RowSpans], config: Tra
     common = dict(
         positions=[s.positions for s in spans], rollout=rollout, full_vocab=True, temperature=config.temperature
     )
+    where = "trace.teacher_template" if config.teacher_template else f"trace.teacher_context ({config.teacher_context})"
     teacher_logps = score_teacher(
-        scorer, config.teacher_template, model=teacher, where="trace.teacher_template",
+        scorer, teacher_template(config), model=teacher, where=where,
         extra_columns={"label": [s.label for s in spans]}, **common,
     ).vocab_logprobs
     student_logps = score_student(scorer, grad=grad, **common).vocab_logprobs

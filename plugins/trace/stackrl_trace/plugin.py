@@ -16,6 +16,7 @@ from stackrl_trace.spans import (
     capped_positions,
     numbered,
     parse_annotation,
+    reached_spans_line,
     segments,
 )
 
@@ -110,6 +111,10 @@ class Trace(Plugin):
             [rollout.prompts[i] for i in rows], columns, config.annotator_template, where="trace.annotator_template"
         )
         answers = ctx.generate(prompts, do_sample=False, max_new_tokens=config.annotator_max_new_tokens)
+        unanswered = sum(not reached_spans_line(answer.text) for answer in answers)
+        if unanswered:
+            # Those rows get no span, so no KL: with a thinking annotator out of budget, the method is off.
+            ctx.warn("no_spans_line", unanswered)
         return [parse_annotation(answer.text, len(seg)) for answer, seg in zip(answers, texts)]
 
     # -- hooks ----------------------------------------------------------------------------------------------------

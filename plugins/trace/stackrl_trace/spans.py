@@ -60,6 +60,11 @@ def parse_annotation(answer: str, num_segments: int) -> tuple[list[tuple[int, in
     return spans, clean_label(types[-1]) if types else None
 
 
+def reached_spans_line(answer: str | None) -> bool:
+    """Whether an annotator's answer has a ``SPANS:`` line at all (a thinking model out of budget never gets there)."""
+    return bool(_SPANS_LINE.search(answer or ""))
+
+
 def ranges_of(text: str, num_segments: int) -> list[tuple[int, int]]:
     """0-based inclusive segment ranges from text such as ``"3, 5-6"``; items outside the response are dropped."""
     spans = []

@@ -9,6 +9,7 @@ from stackrl import ConfigError, PluginError, Rollout
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.teacher import forward_kl, reverse_kl, score_student, score_teacher, teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_trace import (
@@ -23,7 +24,9 @@ from stackrl_trace import (
     span_divergence,
     span_loss,
 )
+from stackrl_trace.config import teacher_template
 from stackrl_trace.loss import routed_divergence
+from stackrl_trace.spans import reached_spans_line
 
 RULE = {"spans": "rule", "span_pattern": ".", "teacher_template": REFERENCE_TEMPLATE}
 
@@ -81,29 +84,47 @@ def test_cap_takes_spans_in_priority_order_and_cuts_the_last_to_its_first_tokens
 # -- formulas on hand-built tensors ---------------------------------------------------------------------------------
 
 
-def _direct_kl(p_logps, q_logps, clip):
-    """sum_v clip(p_v (log p_v - log q_v)), term by term."""
-    total = 0.0
-    for lp, lq in zip(p_logps.tolist(), q_logps.tolist()):
-        term = torch.tensor(lp).exp().item() * (lp - lq)
-        total += max(-clip, min(clip, term)) if clip is not None else term
-    return total
+def _direct_kl(p_logps, q_logps):
+    """sum_v p_v (log p_v - log q_v), term by term."""
+    return sum(torch.tensor(lp).exp().item() * (lp - lq) for lp, lq in zip(p_logps.tolist(), q_logps.tolist()))
 
 
-@pytest.mark.parametrize("clip", [None, 0.05])
-def test_forward_kl_on_key_and_reverse_kl_on_error_positions_match_a_direct_computation(clip):
+def test_forward_kl_on_key_and_reverse_kl_on_error_positions_match_a_direct_computation():
     torch.manual_seed(0)
     student = torch.log_softmax(torch.randn(4, 5) * 2, dim=-1)
     teacher = torch.log_softmax(torch.randn(4, 5) * 2, dim=-1)
     is_key = torch.tensor([True, False, True, False])
-    got = routed_divergence(student, teacher, is_key, clip)
+    got = routed_divergence(student, teacher, is_key, clip=None)
     expected = [
-        _direct_kl(teacher[i], student[i], clip) if is_key[i] else _direct_kl(student[i], teacher[i], clip)
-        for i in range(4)
+        _direct_kl(teacher[i], student[i]) if is_key[i] else _direct_kl(student[i], teacher[i]) for i in range(4)
     ]
     assert torch.allclose(got, torch.tensor(expected), atol=1e-6)
-    if clip is not None:
-        assert (got <= 5 * clip + 1e-6).all(), "no position exceeds vocabulary size x clip"
+
+
+# The teacher's top token (0.23) that the student all but ignores (0.008): forward KL must lift it. Clamping each
+# vocabulary term at 0.05 would zero that token's own term and leave a gradient of +0.003 on its logit (descent
+# lowers it); unclipped the gradient is p - q = -0.222.
+LIFT_TEACHER = [0.23, 0.20, 0.20, 0.20, 0.17]
+LIFT_STUDENT = [0.008, 0.30, 0.30, 0.20, 0.192]
+
+
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_clipped_forward_kl_still_lifts_the_teachers_token_the_student_under_weights(clip):
+    logits = torch.tensor([LIFT_STUDENT]).log().requires_grad_(True)
+    teacher = torch.tensor([LIFT_TEACHER]).log()
+    routed_divergence(torch.log_softmax(logits, -1), teacher, torch.tensor([True]), clip).sum().backward()
+    gradient = logits.grad[0]
+    assert gradient[0].item() == pytest.approx(-0.222 if clip is None else -0.05, abs=1e-6), "descent raises it"
+    assert gradient.abs().max().item() == pytest.approx(-gradient[0].item()), "the largest push, at most the clip"
+
+
+def test_clipped_reverse_kl_still_lowers_the_students_token_the_teacher_rejects():
+    # Error span: the student puts 0.6 on a token the teacher gives 0.01; descent must lower that logit.
+    logits = torch.tensor([[0.6, 0.2, 0.2]]).log().requires_grad_(True)
+    teacher = torch.tensor([[0.01, 0.49, 0.5]]).log()
+    routed_divergence(torch.log_softmax(logits, -1), teacher, torch.tensor([False]), 0.05).sum().backward()
+    assert logits.grad[0, 0].item() == pytest.approx(0.05, abs=1e-6)
+    assert (logits.grad[0, 1:] < 0).all()
 
 
 def test_span_loss_is_each_spans_mean_times_its_share_of_the_response():
@@ -168,6 +189,65 @@ def test_distill_gradient_is_zero_outside_the_spans(make_config):
     assert touched == [[row, context_len - 1 + t] for row, s in enumerate(spans) for t in s.positions]
 
 
+def test_key_spans_get_forward_kl_and_error_spans_reverse_kl(make_config):
+    """The divergence at each span position is the one its kind is routed to, not the other. On the built-in model,
+    which follows a reference solution, so that teacher and student differ enough to tell the two apart."""
+    trainer = build_trainer(make_config(["trace"], trace=RULE, model={"name_or_path": "stackrl/arith-tiny"}))
+    rollout = _rollout(trainer.processing_class)
+    spans = [RowSpans("key", [0, 1, 2], "a key step"), RowSpans("error", [0, 1, 2], "an error")]
+    policy = PolicyAccess(trainer, sharded=False, model=trainer.model)
+    config = TraceConfig(**{**RULE, "kl_clip": None})
+    got = span_divergence(policy, rollout, spans, config, teacher="policy", grad=False)
+
+    common = dict(positions=[s.positions for s in spans], rollout=rollout, full_vocab=True)
+    teacher = score_teacher(
+        policy, teacher_template(config), model="policy", extra_columns={"label": [s.label for s in spans]}, **common
+    ).vocab_logprobs
+    student = score_student(policy, grad=False, **common).vocab_logprobs
+    forward, reverse = forward_kl(student, teacher), reverse_kl(student, teacher)
+    expected = torch.cat([forward[:3], reverse[3:]])
+    swapped = torch.cat([reverse[:3], forward[3:]])
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert (got - swapped).abs().max() > 100 * (got - expected).abs().max() + 1e-3, "the two routings differ here"
+
+
+def test_loss_term_is_lambda_times_the_span_loss(make_config):
+    trainer = build_trainer(make_config(["trace"], trace=RULE, model={"name_or_path": "stackrl/arith-tiny"}))
+    rollout = _rollout(trainer.processing_class)
+    spans = [RowSpans("key", [0, 1, 2], "a key step"), None]
+    rollout.columns["trace_spans"] = spans
+    policy = PolicyAccess(trainer, sharded=False, model=trainer.model)
+    ctx = SimpleNamespace(rollout=rollout, step=25, training=True, score=policy.score)  # lambda(25) = 0.25
+    plugin = Trace(TraceConfig(**RULE, teacher="policy"))
+    plugin.name = "trace"
+    divergence = span_divergence(policy, rollout.select([0]), spans[:1], plugin.config, teacher="policy", grad=False)
+    span_only = span_loss(divergence, spans[:1], [len(rollout.completion_ids[0])], batch_rows=2)
+    assert span_only > 1e-3
+    assert plugin.loss_term(ctx).item() == pytest.approx(0.25 * span_only.item(), rel=1e-5)
+
+
+def test_route_picks_key_spans_of_correct_and_error_spans_of_incorrect_rollouts(make_config):
+    tokenizer = build_trainer(make_config(["trace"], trace=RULE)).processing_class
+    rollout = _rollout(tokenizer)  # row 0 is correct (2 + 3 = 5), row 1 is not (4 * 2 = 9)
+    rollout.rewards["exact_match"] = torch.tensor([1.0, 0.0])
+    ctx = SimpleNamespace(rollout=rollout, step=0, tokenizer=tokenizer)
+    kinds = {}
+    for route in ("key_fkl", "error_rkl", "both"):
+        found = Trace(TraceConfig(**{**RULE, "route": route})).find_spans(ctx)
+        kinds[route] = [None if s is None else s.kind for s in found]
+    assert kinds == {"key_fkl": ["key", None], "error_rkl": [None, "error"], "both": ["key", "error"]}
+
+
+def test_teacher_sees_the_label_and_not_the_solution_unless_asked():
+    columns = {"solution": ["2 + 3 = 5"], "label": ["carry slip"]}
+    (label_only,) = teacher_prompts(["What is 2 + 3?"], columns, teacher_template(TraceConfig()))
+    assert "What is 2 + 3?" in label_only and "carry slip" in label_only and "2 + 3 = 5" not in label_only
+    solution_template = teacher_template(TraceConfig(teacher_context="solution"))
+    (with_solution,) = teacher_prompts(["What is 2 + 3?"], columns, solution_template)
+    assert "carry slip" in with_solution and "2 + 3 = 5" in with_solution
+    assert teacher_template(TraceConfig(teacher_template="{solution}\n\n{prompt}")) == "{solution}\n\n{prompt}"
+
+
 def _spy(monkeypatch, method: str, calls: list):
     """Record the training step of every call of ``PolicyAccess.<method>``, then run it."""
     original = getattr(PolicyAccess, method)
@@ -219,6 +299,19 @@ def test_self_annotation_survives_what_a_random_policy_answers(make_config, monk
     assert trainer.state.global_step == 2
     (_, (asked,), _) = prompts[0]
     assert "[1] " in asked[0] and "SPANS:" in asked[0] and "wrong answer" in asked[0]
+    # Every row is incorrect (a random policy) and every junk answer lacks a SPANS line: a warning per row.
+    annotated = sum(len(asked) for _, (asked,), _ in prompts)
+    assert annotated == 8 and trainer.warnings["trace/no_spans_line"] == annotated
+    key = "warnings/trace/no_spans_line"
+    assert [entry[key] for entry in trainer.state.log_history if key in entry] == [4, 4]
+
+
+@pytest.mark.parametrize(
+    "answer, reached",
+    [("SPANS: 2\nTYPE: x", True), ("**Spans:** none", True), ("<think>the first step is", False), (None, False)],
+)
+def test_an_answer_without_a_spans_line_is_told_apart(answer, reached):
+    assert reached_spans_line(answer) is reached
 
 
 def test_stacks_with_opsd(make_config):
