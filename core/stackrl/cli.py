@@ -1,4 +1,5 @@
-"""The ``stackrl`` command: train, evaluate, plot, show samples, list plugins, start a plugin, show and validate configs."""
+"""The ``stackrl`` command: train, evaluate, plot, show samples, list plugins, start a plugin, show and validate
+configs."""
 
 from __future__ import annotations
 

@@ -58,7 +58,9 @@ FIGURES = {
     ),
     "loss": Figure("loss", lambda key: key == "loss" or key.startswith("loss/"), "loss"),
 }
+# Several runs: a colour per run, and per series of a run a line style (a marker shape for points).
 LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
 
 
 def _read_run(run_dir: Path) -> list[dict]:
@@ -93,7 +95,7 @@ def draw(ax, name: str, runs: dict[str, list[dict]]) -> None:
                 style.update(color=colours[r % len(colours)], linestyle=LINE_STYLES[s % len(LINE_STYLES)])
                 label = f"{run}: {label}"
             if name == "accuracy":  # measured at these steps only: no line drawn between them
-                style.update(linestyle="none", marker="o")
+                style.update(linestyle="none", marker=MARKERS[s % len(MARKERS)])
             ax.plot(steps, values, label=label, **style)
     ax.set_xlabel("step")
     ax.set_ylabel(figure.ylabel)

@@ -403,7 +403,8 @@ class StackTrainer(GRPOTrainer):
         super().log(logs, start_time)
         step = self.state.global_step
         # TRL's summary at the end of training logs the last step a second time: its samples are written once.
-        if self._log_samples and self._mode == "train" and "train" in self._rollouts and step != self._samples_logged_at:
+        logging_samples = self._log_samples and self._mode == "train" and "train" in self._rollouts
+        if logging_samples and step != self._samples_logged_at:
             self._samples_logged_at = step
             if self.is_world_process_zero():
                 append_samples(self.args.output_dir, self._sample_records(step))
