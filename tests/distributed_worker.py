@@ -125,7 +125,8 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         from stackrl.run import train
 
         result = train(config)
-        report = {"rank": rank, "evaluations": {label: result[label] for label in ("before", "after")}}
+        evaluations = {label: figures for label, figures in result.items() if label != "run_dir"}
+        report = {"rank": rank, "evaluations": evaluations}
         out.mkdir(parents=True, exist_ok=True)
         (out / f"rank{rank}.json").write_text(json.dumps(report))
         return report

@@ -2,8 +2,9 @@
 same hooks, and the launch configs (model presets, accelerate files) a user switches between.
 
 One torchrun launch (tests/distributed_worker.py, on CPU with gloo) runs three jobs. ``job`` is the whole
-``stackrl train`` job on the float tiny model: its evaluations before and after training are split over the two
-processes. The other two train a 4-bit nf4 + LoRA tiny model, each saving a checkpoint at its last step:
+``stackrl train`` job on the float tiny model: its evaluations before, during (every step) and after training are
+split over the two processes, and the main process alone writes its metrics and samples. The other two train a
+4-bit nf4 + LoRA tiny model, each saving a checkpoint at its last step:
 
 - ``greedy``: the test plugins that touch every stage (prompt transform, rewards, per-token advantages, a loss
   term, step state), greedy decoding. Its single-process reference trains in this process.
@@ -18,6 +19,7 @@ prompts per step.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,7 +29,9 @@ import yaml
 
 from stackrl.cli import main
 from stackrl.config import load_config
+from stackrl.plots import METRICS_FILE
 from stackrl.run import build_plugin_manager
+from stackrl.samples import SAMPLES_FILE
 from stackrl.testing.repository import method_plugins
 from stackrl.testing.tiny import TINY_TRAINER
 
@@ -71,8 +75,8 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
             "sections": {
                 "output_dir": str(out / "job" / "run"),
                 # 3 batches over 2 processes: one process evaluates a repeated batch, whose figures are dropped
-                "eval": {**EVAL, "before_and_after": True},
-                "trainer": {"per_device_train_batch_size": PER_DEVICE, "num_generations": GROUP, "max_steps": 1},
+                "eval": {**EVAL, "before_and_after": True, "every_steps": 1},
+                "trainer": {"per_device_train_batch_size": PER_DEVICE, "num_generations": GROUP, "max_steps": 2},
             },
         },
         "greedy": {
@@ -181,6 +185,15 @@ def test_evaluation_is_split_over_processes_and_matches_one_process(launched, ma
     _, out = launched
     ranks = worker.reports(out, "job")
     assert ranks[0]["evaluations"] == ranks[1]["evaluations"]  # every process got the whole split's figures
+    assert list(ranks[0]["evaluations"]) == ["before", "step 1", "after"]
+    # The main process alone writes the run's files: each evaluation once, whole groups of each logged step.
+    run = out / "job" / "run"
+    metrics = [json.loads(line) for line in (run / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in metrics if "eval/pass@1" in r] == [0, 1, 2]
+    samples = [json.loads(line) for line in (run / SAMPLES_FILE).read_text().splitlines()]
+    assert [(r["step"], r["group"]) for r in samples] == [(s, g) for s in (1, 2) for g in (0, 1) for _ in range(GROUP)]
+    for step_group in {(r["step"], r["group"]) for r in samples}:
+        assert len({r["prompt"] for r in samples if (r["step"], r["group"]) == step_group}) == 1
     before = ranks[0]["evaluations"]["before"]
     assert before["problems"] == EVAL["size"]
     # Before training both layouts evaluate the same weights, and each batch is sampled with its own seed: the

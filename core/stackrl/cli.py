@@ -1,4 +1,5 @@
-"""The ``stackrl`` command: train, evaluate, plot, list plugins, start a plugin, show and validate configs."""
+"""The ``stackrl`` command: train, evaluate, plot, show samples, list plugins, start a plugin, show and validate
+configs."""
 
 from __future__ import annotations
 
@@ -52,10 +53,16 @@ def cmd_eval(args) -> None:
 
 
 def cmd_plot(args) -> None:
-    from stackrl.plots import plot_run
+    from stackrl.plots import plot_runs
 
-    for path in plot_run(args.run_dir):
+    for path in plot_runs(args.run_dir, args.out):
         print(path)
+
+
+def cmd_samples(args) -> None:
+    from stackrl.samples import print_samples, read_samples
+
+    print_samples(read_samples(args.run_dir, args.step))
 
 
 def cmd_plugins(args) -> None:
@@ -126,9 +133,16 @@ def main(argv=None) -> int:
     evaluate.add_argument("config", nargs="+", metavar="CONFIG_OR_OVERRIDE")
     evaluate.set_defaults(func=cmd_eval)
 
-    plot = sub.add_parser("plot", help="redraw the plots of a run folder")
-    plot.add_argument("run_dir")
+    plot = sub.add_parser("plot", help="redraw the plots of a run folder, or overlay several runs on the same axes")
+    plot.add_argument("run_dir", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("--out", metavar="DIR",
+                      help="where the PNGs go (default: RUN_DIR/plots; for several runs, comparison/ beside them)")
     plot.set_defaults(func=cmd_plot)
+
+    samples = sub.add_parser("samples", help="print a logged step's groups: prompts, completions, rewards, advantages")
+    samples.add_argument("run_dir", metavar="RUN_DIR")
+    samples.add_argument("--step", type=int, help="the step to show (default: the last one written)")
+    samples.set_defaults(func=cmd_samples)
 
     plugins = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")
     plugins.add_argument("--json", action="store_true")

@@ -74,6 +74,7 @@ class EvalSection:
     seed: int = 0
     metric: str = "exact_match"  # a built-in outcome reward that judges a completion
     before_and_after: bool = True  # evaluate at the start and the end of `stackrl train`
+    every_steps: int = 0  # also evaluate every this many training steps (0 = only before and after)
 
 
 @dataclass
@@ -88,6 +89,7 @@ class StackConfig:
     exclusive: Dict[str, str] = field(default_factory=dict)  # exclusive hook -> winning plugin
     trainer: Dict[str, Any] = field(default_factory=dict)  # passed to trl.GRPOConfig
     eval: EvalSection = field(default_factory=EvalSection)
+    log_samples: int = 2  # whole groups of each logged step's rollout written to samples.jsonl (0 = none)
     output_dir: str = "runs/stackrl"
 
 
@@ -255,6 +257,9 @@ def _check_semantics(config: LoadedConfig) -> None:
         raise ConfigError(
             f"eval.metric must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not '{config.host.eval.metric}'"
         )
+    for key, value in (("eval.every_steps", config.host.eval.every_steps), ("log_samples", config.host.log_samples)):
+        if value < 0:
+            raise ConfigError(f"{key} must be 0 (off) or a positive number, not {value}")
     outcome = [name for name, weight in config.host.rewards.items() if weight is not None and name in OUTCOME_REWARDS]
     if data.label_free and outcome:
         raise ConfigError(

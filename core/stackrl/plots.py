@@ -1,11 +1,16 @@
-"""A run's metrics as JSONL while it trains, and as PNG plots afterwards (``stackrl plot RUN_DIR``)."""
+"""A run's metrics as JSONL while it trains, and as PNG plots afterwards (``stackrl plot RUN_DIR [RUN_DIR ...]``)."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from stackrl.errors import StackrlError
 
 METRICS_FILE = "metrics.jsonl"
 PLOTS_DIR = "plots"
@@ -32,44 +37,100 @@ def _series(records: list[dict], key: str) -> tuple[list, list]:
     return [s for s, _ in points], [v for _, v in points]
 
 
-# One figure per question a reader asks of a run: which keys answer it.
+@dataclass
+class Figure:
+    """One question a reader asks of a run: the keys that answer it, and what their values measure."""
+
+    title: str
+    wanted: Callable[[str], bool]
+    ylabel: str
+
+
 FIGURES = {
-    "rewards": lambda key: key == "reward" or (key.startswith("rewards/") and key.endswith("/mean")),
-    "accuracy": lambda key: key.startswith("eval/"),
-    "completion_length": lambda key: key in ("completions/mean_length", "completions/mean_terminated_length"),
-    "loss": lambda key: key == "loss" or key.startswith("loss/"),
+    "rewards": Figure(
+        "rewards", lambda key: key == "reward" or (key.startswith("rewards/") and key.endswith("/mean")),
+        "mean reward per completion",
+    ),
+    "accuracy": Figure("held-out accuracy", lambda key: key.startswith("eval/"), "share of problems solved"),
+    "completion_length": Figure(
+        "completion length", lambda key: key in ("completions/mean_length", "completions/mean_terminated_length"),
+        "tokens",
+    ),
+    "loss": Figure("loss", lambda key: key == "loss" or key.startswith("loss/"), "loss"),
 }
+# Several runs: a colour per run, and per series of a run a line style (a marker shape for points).
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
 
 
-def plot_run(run_dir) -> list[Path]:
-    """Draw the run's figures from its ``metrics.jsonl`` into ``RUN_DIR/plots``; returns the PNG paths."""
+def _read_run(run_dir: Path) -> list[dict]:
+    metrics = run_dir / METRICS_FILE
+    if not metrics.is_file():
+        raise StackrlError(f"{run_dir}: no {METRICS_FILE}; is this a stackrl run folder?")
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+
+
+def _distinct_series(records: list[dict], keys: list[str]) -> list[tuple[str, list, list]]:
+    """``(label, steps, values)`` per key; keys whose series are identical share one, labelled ``a = b``
+    (``reward`` and a run's single reward component)."""
+    series: dict[tuple, list[str]] = {}
+    for key in keys:
+        steps, values = _series(records, key)
+        if steps:
+            series.setdefault((tuple(steps), tuple(values)), []).append(key)
+    return [(" = ".join(names), list(steps), list(values)) for (steps, values), names in series.items()]
+
+
+def draw(ax, name: str, runs: dict[str, list[dict]]) -> None:
+    """Draw the figure ``name`` of ``runs`` (run name -> its metrics records) on the matplotlib axes ``ax``."""
+    import matplotlib.pyplot as plt
+
+    figure = FIGURES[name]
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for r, (run, records) in enumerate(runs.items()):
+        keys = sorted({k for record in records for k in record if k != "step" and figure.wanted(k)})
+        for s, (label, steps, values) in enumerate(_distinct_series(records, keys)):
+            style = {"marker": "o"} if len(steps) < 12 else {}
+            if len(runs) > 1:
+                style.update(color=colours[r % len(colours)], linestyle=LINE_STYLES[s % len(LINE_STYLES)])
+                label = f"{run}: {label}"
+            if name == "accuracy":  # measured at these steps only: no line drawn between them
+                style.update(linestyle="none", marker=MARKERS[s % len(MARKERS)])
+            ax.plot(steps, values, label=label, **style)
+    ax.set_xlabel("step")
+    ax.set_ylabel(figure.ylabel)
+    ax.set_title(figure.title)
+    if ax.lines:
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "not logged in this run", ha="center", va="center", transform=ax.transAxes)
+
+
+def plot_runs(run_dirs, out=None) -> list[Path]:
+    """Draw the figures of one run, or of several runs overlaid on the same axes (a colour per run), from their
+    ``metrics.jsonl``. Written to ``out``, by default ``RUN_DIR/plots`` for one run and ``comparison`` in the
+    runs' common folder for several; returns the PNG paths.
+
+    Held-out accuracy is drawn as points: it is measured only at those steps.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run_dir = Path(run_dir)
-    metrics = run_dir / METRICS_FILE
-    if not metrics.is_file():
-        from stackrl.errors import StackrlError
-
-        raise StackrlError(f"{run_dir}: no {METRICS_FILE}; is this a stackrl run folder?")
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    keys = sorted({k for r in records for k in r if k != "step"})
-    out = run_dir / PLOTS_DIR
-    out.mkdir(exist_ok=True)
+    run_dirs = [Path(d) for d in run_dirs]
+    runs = {d.name: _read_run(d) for d in run_dirs}
+    if len(runs) < len(run_dirs):
+        raise StackrlError(f"runs to compare need distinct folder names: {', '.join(map(str, run_dirs))}")
+    if out is None:
+        common = Path(os.path.commonpath([d.resolve() for d in run_dirs]))
+        out = run_dirs[0] / PLOTS_DIR if len(run_dirs) == 1 else common / "comparison"
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, wanted in FIGURES.items():
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for key in filter(wanted, keys):
-            steps, values = _series(records, key)
-            ax.plot(steps, values, marker="o" if len(steps) < 12 else None, label=key)
-        ax.set_xlabel("step")
-        ax.set_title(name.replace("_", " "))
-        if ax.lines:
-            ax.legend(fontsize="small")
-        else:
-            ax.text(0.5, 0.5, "not logged in this run", ha="center", va="center", transform=ax.transAxes)
+    for name in FIGURES:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        draw(ax, name, runs)
         fig.tight_layout()
         path = out / f"{name}.png"
         fig.savefig(path, dpi=100)

@@ -9,16 +9,17 @@ from importlib.metadata import version
 
 import torch
 from accelerate import PartialState
-from transformers import TrainerCallback
+from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
+from stackrl.console import LogTable, log_columns
 from stackrl.data import load_prompts
 from stackrl.errors import ConfigError
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
-from stackrl.plots import MetricsFile, append_metrics, plot_run
+from stackrl.plots import MetricsFile, plot_runs
 from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.trainer import StackTrainer, reward_components, weights_by_name
 
@@ -143,7 +144,7 @@ def build_trainer(
         for name, text in files.items():
             with open(os.path.join(args.output_dir, name), "w") as f:
                 f.write(text)
-    return StackTrainer(
+    trainer = StackTrainer(
         model=model,
         args=args,
         processing_class=tokenizer,
@@ -155,9 +156,14 @@ def build_trainer(
         reward_weights=reward_weights(config),
         loss_weights=dict(host.losses),
         run_files=files,
+        log_samples=host.log_samples,
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )
+    trainer.remove_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
+    evaluating = host.eval.before_and_after or host.eval.every_steps
+    trainer.add_callback(LogTable(log_columns(trainer.reward_func_names, "eval/pass@1" if evaluating else None)))
+    return trainer
 
 
 def _max_new_tokens(config: LoadedConfig, args: GRPOConfig) -> int:
@@ -182,32 +188,39 @@ def evaluate_in_run(trainer: StackTrainer, config: LoadedConfig) -> dict:
         return evaluate(model, trainer.processing_class, config, max_new_tokens, accelerator=trainer.accelerator)
 
 
-class _AtTrainBegin(TrainerCallback):
-    """Runs ``fn`` once training begins: DeepSpeed and FSDP place and wrap the model only inside ``train()``."""
+class _HeldOutEvaluations(TrainerCallback):
+    """Calls ``evaluate_now(label)`` when training begins (``before``; DeepSpeed and FSDP place and wrap the model
+    only inside ``train()``) and after every ``every_steps``-th step but the last when ``after`` evaluates it."""
 
-    def __init__(self, fn):
-        self._fn = fn
+    def __init__(self, evaluate_now, before: bool, after: bool, every_steps: int):
+        self._evaluate_now = evaluate_now
+        self._before, self._after, self._every_steps = before, after, every_steps
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self._fn()
+        if self._before:
+            self._evaluate_now("before")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if self._every_steps and step % self._every_steps == 0 and not (self._after and step == state.max_steps):
+            self._evaluate_now(f"step {step}")
 
 
 def train(config: LoadedConfig, resume=None) -> dict:
-    """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures and the
-    occurrences of each plugin warning (``ctx.warn``)."""
+    """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
+    Returns the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences of each plugin
+    warning (``ctx.warn``)."""
     evaluations = {}
 
     def evaluate_now(label: str) -> None:
         result = evaluate_in_run(trainer, config)
         evaluations[label] = result
-        if trainer.accelerator.is_main_process:
-            k = config.host.eval.samples
-            append_metrics(run_dir, {"step": trainer.state.global_step, "eval/pass@1": result["pass@1"],
-                                     f"eval/maj@{k}": result[f"maj@{k}"]})
+        k = config.host.eval.samples
+        trainer.log_figures({"eval/pass@1": result["pass@1"], f"eval/maj@{k}": result[f"maj@{k}"]})
 
     evaluating = config.host.eval.before_and_after
-    before = [_AtTrainBegin(lambda: evaluate_now("before"))] if evaluating and not resume else []
-    trainer = build_trainer(config, callbacks=before)
+    during = _HeldOutEvaluations(evaluate_now, evaluating and not resume, evaluating, config.host.eval.every_steps)
+    trainer = build_trainer(config, callbacks=[during])
     run_dir = trainer.args.output_dir
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(run_dir)
@@ -216,7 +229,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
     if trainer.accelerator.is_main_process:
         with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
             json.dump(evaluations, f, indent=2)
-        plot_run(run_dir)
+        plot_runs([run_dir])
     return {"run_dir": run_dir, "warnings": dict(trainer.warnings), **evaluations}
 
 

@@ -42,6 +42,7 @@ from stackrl.context import (
 from stackrl.errors import ConfigError, PluginError, StackrlError
 from stackrl.manager import PluginManager
 from stackrl.policy import PolicyAccess
+from stackrl.samples import append_samples, sample_records
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,8 @@ class StackTrainer(GRPOTrainer):
     ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
     reference answer comes from the dataset column ``answer_column``. ``reward_weights`` and ``loss_weights`` map
     component and loss-term names to weights (default 1.0). ``run_files`` (file name -> text) are written into
-    every checkpoint next to the plugin state.
+    every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
+    rollout go to ``samples.jsonl`` in the output folder.
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class StackTrainer(GRPOTrainer):
         reward_weights: dict[str, float] | None = None,
         loss_weights: dict[str, float] | None = None,
         run_files: dict[str, str] | None = None,
+        log_samples: int = 0,
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -121,6 +124,8 @@ class StackTrainer(GRPOTrainer):
         self._outcome_rewards = dict(outcome_rewards or {})
         self._answer_column = answer_column
         self._run_files = dict(run_files or {})
+        self._log_samples = log_samples
+        self._samples_logged_at: int | None = None
         self._loss_weights = weights_by_name("losses", loss_weights, plugins.implementers("loss_term"))
         components = reward_components(self._outcome_rewards, plugins)
         weights = weights_by_name("rewards", reward_weights, components)
@@ -203,6 +208,7 @@ class StackTrainer(GRPOTrainer):
         n_local = output["prompt_ids"].size(0)
         local = self._local_slice(n_local)
         output[ROW_INDEX] = torch.arange(local.start, local.stop, device=output["prompt_ids"].device)
+        self._rollouts[self._mode].advantages = self.accelerator.gather(output["advantages"]).cpu()
         if self.plugins.has("estimate_advantages") or self.plugins.has("reshape_advantages"):
             output["advantages"] = self._plugin_advantages(output, local)
         excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
@@ -331,7 +337,6 @@ class StackTrainer(GRPOTrainer):
 
     def _plugin_advantages(self, output: dict, local: slice) -> torch.Tensor:
         rollout = self._rollouts[self._mode]
-        rollout.advantages = self.accelerator.gather(output["advantages"]).cpu()
         weights = self.reward_weights.cpu()
         components = torch.stack([rollout.rewards[name] for name in self.reward_func_names], dim=1)
         ctx = self._context(AdvantageContext, rollout=rollout, total_reward=(components * weights).nansum(dim=1))
@@ -419,11 +424,45 @@ class StackTrainer(GRPOTrainer):
         ctx = self._context(StepContext, rollout=self._rollouts.get("train"), _log=log)
         self.plugins.each(hook, ctx=ctx)
         if hook == "train_end" and logged:
-            # TRL has written its last log line by now: write these as one more, bypassing its per-mode averaging.
-            Trainer.log(self, {k: sum(v) / len(v) for k, v in logged.items()})
+            # TRL has written its last log line by now: write these as one more.
+            self.log_figures({k: sum(v) / len(v) for k, v in logged.items()})
             return
         for name, values in logged.items():
             self._metrics["train"][name].extend(values)
+
+    # -- logs -----------------------------------------------------------------------------------------------------
+
+    def log(self, logs, start_time=None):
+        super().log(logs, start_time)
+        step = self.state.global_step
+        # TRL's summary at the end of training logs the last step a second time: its samples are written once.
+        logging_samples = self._log_samples and self._mode == "train" and "train" in self._rollouts
+        if logging_samples and step != self._samples_logged_at:
+            self._samples_logged_at = step
+            if self.is_world_process_zero():
+                append_samples(self.args.output_dir, self._sample_records(step))
+
+    def log_figures(self, figures: dict[str, float]) -> None:
+        """One log line, to every reporter, of figures computed outside a training step (held-out evaluations,
+        what plugins log at ``train_end``): TRL's per-mode averaging of step metrics is bypassed."""
+        # Logging clears control.should_log; called from a step's end, that would drop the step's own log line.
+        should_log = self.control.should_log
+        Trainer.log(self, figures)
+        self.control.should_log = should_log
+
+    def _sample_records(self, step: int) -> list[dict]:
+        rollout = self._rollouts["train"]
+        rows = range(min(self._log_samples, rollout.num_groups) * rollout.group_size)
+        trained_prompts = {}
+        if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):
+            original_ids = self._tokenize_prompts([rollout.prompts[i] for i in rows])[0]
+            trained_prompts = {
+                i: self.processing_class.decode(rollout.prompt_ids[i])
+                for i in rows
+                if list(original_ids[i]) != list(rollout.prompt_ids[i])
+            }
+        weights = dict(zip(self.reward_func_names, self.reward_weights.tolist()))
+        return sample_records(step, rollout, self._log_samples, weights, self._answer_column, trained_prompts)
 
     def _save_checkpoint(self, model, trial):
         # Ask every plugin for its state before anything is written: a plugin that fails leaves no partial checkpoint.
