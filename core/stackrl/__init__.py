@@ -1,5 +1,10 @@
 """stackrl: RL post-training methods for language models as plugins, stacked on TRL's GRPOTrainer."""
 
+import os
+
+# Before torch is imported: OpenMP reads it once, when torch loads it. Why: stackrl.cpu.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from stackrl.context import (
     AdvantageContext,
     LossContext,

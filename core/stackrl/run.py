@@ -13,6 +13,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
+from stackrl.cpu import set_threads
 from stackrl.data import load_prompts
 from stackrl.errors import ConfigError
 from stackrl.evaluation import evaluate
@@ -110,6 +111,12 @@ def _zero_stage(deepspeed_config: dict, where: str) -> int:
     return int(deepspeed_config.get("zero_stage", 0))
 
 
+def use_threads(config: LoadedConfig) -> None:
+    """A job on the CPU computes with the config's ``threads`` torch threads (or the default of stackrl.cpu)."""
+    if not torch.cuda.is_available() or config.host.trainer.get("use_cpu"):
+        set_threads(config.host.threads)
+
+
 def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig:
     settings = dict(config.host.trainer)
     if not torch.cuda.is_available():
@@ -194,6 +201,7 @@ class _AtTrainBegin(TrainerCallback):
 
 def train(config: LoadedConfig, resume=None) -> dict:
     """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures."""
+    use_threads(config)
     evaluations = {}
 
     def evaluate_now(label: str) -> None:
@@ -221,6 +229,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:
     """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it."""
+    use_threads(config)
     tokenizer = load_tokenizer(config.host.model)
     model, _ = load_model(config.host.model, PartialState().device)
     if checkpoint:
