@@ -2,7 +2,8 @@
 
 import os
 
-# Before torch is imported: OpenMP reads it once, when torch loads it. Why: stackrl.cpu.
+# Idle threads of torch's OpenMP pool sleep rather than spin (stackrl.cpu says why). Set before torch is imported:
+# OpenMP reads it once, when torch loads it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from stackrl.context import (
