@@ -1,19 +1,23 @@
 # Set-up and the two commands the README gives. Everything lives in .venv; nothing is downloaded from a model hub.
 PYTHON ?= python3
+# Where torch comes from. Empty: wherever pip finds it, as for any package; on Linux that is the CUDA build, which
+# brings the nvidia-* CUDA libraries (several GB). TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU
+# build (about 190 MB) from PyTorch's own index.
+TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: demo test
 
-$(BIN)/stackrl: pyproject.toml tests/fixture_plugins/pyproject.toml
+$(BIN)/stackrl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# An explicit CPU torch first: a bare `torch` requirement would pull a CUDA build of several GB.
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[test]" -e tests/fixture_plugins $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
+	# torch first, from TORCH_INDEX if given: the install below then keeps it.
+	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/pip install --quiet -e ".[test]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
 	touch $@
 
 demo: $(BIN)/stackrl
 	HF_HUB_OFFLINE=1 $(BIN)/stackrl train configs/demo.yaml
 
 test: $(BIN)/stackrl
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --durations=15

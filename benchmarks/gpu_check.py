@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from overhead import StepClock, exact_match_reward  # noqa: E402
 
-from stackrl.testing.repository import method_plugins  # noqa: E402
+from stackrl.testing.repository import method_plugins, use_fixture_plugins  # noqa: E402
 
 # Qwen2.5-1.5B's shape; the vocabulary is the built-in tokenizer's.
 SHAPE = dict(
@@ -224,6 +224,7 @@ def main(argv=None) -> int:
         parser.error("--steps must be at least 2: the first step is a warm-up")
     if not opts.dry_run and not torch.cuda.is_available():
         parser.error("no GPU here: run with --dry-run, or on a machine with one")
+    use_fixture_plugins(ROOT)  # the test plugins of TEST_STACK, for the variants' processes too
 
     with tempfile.TemporaryDirectory(prefix="stackrl-gpu-check-") as tmp:
         work = Path(opts.work or tmp)

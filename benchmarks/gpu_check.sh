@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false TRL_EXPERIMENTAL_SILENCE=1
 
-# The test plugins and every method plugin in plugins/, installed from this checkout where missing: no download
-# (no dependencies, no build isolation).
-for dir in tests/fixture_plugins plugins/*/; do
+# Every method plugin in plugins/, installed from this checkout where missing: no download (no dependencies, no
+# build isolation). The test plugins are not installed: gpu_check.py makes them visible to its own processes.
+for dir in plugins/*/; do
     [ -f "$dir/pyproject.toml" ] || continue
     dist=$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/pyproject.toml" | head -n 1)
     "$PY" -m pip show "$dist" >/dev/null 2>&1 || "$PY" -m pip install -q --no-deps --no-build-isolation -e "$dir"

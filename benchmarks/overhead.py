@@ -48,6 +48,7 @@ from stackrl.manager import PluginManager  # noqa: E402
 from stackrl.modeling import load_model, load_tokenizer  # noqa: E402
 from stackrl.rewards import exact_match  # noqa: E402
 from stackrl.run import grpo_args  # noqa: E402
+from stackrl.testing.repository import use_fixture_plugins  # noqa: E402
 from stackrl.testing.tiny import TINY_TRAINER, build_tiny_model, tiny_config  # noqa: E402
 from stackrl.trainer import StackTrainer  # noqa: E402
 
@@ -182,6 +183,7 @@ def main(argv=None) -> int:
     if opts.steps <= opts.warmup:
         parser.error("--steps must exceed --warmup")
 
+    use_fixture_plugins(Path(__file__).resolve().parent.parent)  # the noop plugin
     torch.set_num_threads(opts.threads)
     torch.set_num_interop_threads(opts.threads)
     hf_logging.set_verbosity_error()

@@ -1,8 +1,10 @@
 """`stackrl new-plugin`: the generated package installs, is found, passes its own tests and stacks with others."""
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -61,3 +63,23 @@ def test_new_plugin_refuses_bad_names_and_existing_folders(tmp_path):
     new_plugin("taken", tmp_path)
     with pytest.raises(StackrlError, match="already exists"):
         new_plugin("taken", tmp_path)
+
+
+def relative_links(readme: Path) -> list[str]:
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", readme.read_text()) if not re.match(r"[a-z]+://", t)]
+
+
+def test_generated_readme_links_resolve_where_the_plugin_lives(tmp_path):
+    # Outside a stackrl checkout: no link into one.
+    outside = new_plugin("elsewhere", tmp_path)
+    assert relative_links(outside / "README.md") == []
+    assert "stackrl's hook reference" in (outside / "README.md").read_text()
+    # Inside one (here a copy of its layout), however deep: links relative to the plugin.
+    checkout = tmp_path / "checkout"
+    for path in ("README.md", "docs/hooks.md", "core/stackrl/__init__.py"):
+        (checkout / path).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / path).write_text("")
+    for parent in (checkout / "plugins", checkout / "more" / "nested"):
+        readme = new_plugin("inside", parent) / "README.md"
+        links = relative_links(readme)
+        assert len(links) == 2 and all((readme.parent / link).resolve().is_file() for link in links), links

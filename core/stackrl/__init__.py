@@ -1,5 +1,11 @@
 """stackrl: RL post-training methods for language models as plugins, stacked on TRL's GRPOTrainer."""
 
+import os
+
+# Idle threads of torch's OpenMP pool sleep rather than spin (stackrl.cpu says why). Set before torch is imported:
+# OpenMP reads it once, when torch loads it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from stackrl.context import (
     AdvantageContext,
     LossContext,

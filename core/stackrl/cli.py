@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from stackrl import noise
 from stackrl.errors import StackrlError
 
 
@@ -86,9 +87,11 @@ def cmd_plugins(args) -> None:
         return
     if not rows:
         print("no stackrl plugins installed")
+        return
+    widths = {key: max(len(row[key]) for row in rows) for key in ("name", "distribution", "version")}
     for row in rows:
-        detail = ", ".join(row["hooks"]) if row["status"] == "ok" else row["status"]
-        print(f"{row['name']:<20} {row['distribution']} {row['version']:<10} {detail}")
+        columns = [f"{row[key]:<{width}}" for key, width in widths.items()]
+        print("  ".join([*columns, ", ".join(row["hooks"]) if row["status"] == "ok" else row["status"]]))
 
 
 def cmd_config(args) -> None:
@@ -120,6 +123,7 @@ def cmd_new_plugin(args) -> None:
 
 
 def main(argv=None) -> int:
+    noise.silence()
     parser = argparse.ArgumentParser(prog="stackrl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -91,6 +91,7 @@ class StackConfig:
     eval: EvalSection = field(default_factory=EvalSection)
     log_samples: int = 2  # whole groups of each logged step's rollout written to samples.jsonl (0 = none)
     output_dir: str = "runs/stackrl"
+    threads: Optional[int] = None  # torch threads of a CPU run; default: one per CPU the process may use
 
 
 HOST_KEYS = tuple(f.name for f in dataclasses.fields(StackConfig))
@@ -248,6 +249,8 @@ def _check_semantics(config: LoadedConfig) -> None:
     if model.dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise ConfigError(f"model.dtype must be float32, bfloat16, float16 or auto, not '{model.dtype}'")
     _check_vllm(config)
+    if config.host.threads is not None and config.host.threads < 1:
+        raise ConfigError(f"threads must be at least 1 (or unset for the default), not {config.host.threads}")
     for name, weight in config.host.rewards.items():
         if weight is None and name not in OUTCOME_REWARDS:
             raise ConfigError(

@@ -14,6 +14,7 @@ from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
+from stackrl.cpu import set_threads
 from stackrl.data import load_prompts
 from stackrl.errors import ConfigError
 from stackrl.evaluation import evaluate
@@ -109,6 +110,12 @@ def _zero_stage(deepspeed_config: dict, where: str) -> int:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{where}: cannot read its deepspeed_config_file {path}: {exc}") from exc
     return int(deepspeed_config.get("zero_stage", 0))
+
+
+def use_threads(config: LoadedConfig) -> None:
+    """A job on the CPU computes with the config's ``threads`` torch threads (or the default of stackrl.cpu)."""
+    if not torch.cuda.is_available() or config.host.trainer.get("use_cpu"):
+        set_threads(config.host.threads)
 
 
 def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig:
@@ -210,6 +217,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
     Returns the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences of each plugin
     warning (``ctx.warn``)."""
+    use_threads(config)
     evaluations = {}
 
     def evaluate_now(label: str) -> None:
@@ -235,6 +243,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:
     """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it."""
+    use_threads(config)
     tokenizer = load_tokenizer(config.host.model)
     model, _ = load_model(config.host.model, PartialState().device)
     if checkpoint:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keyword
+import os
 import re
 from importlib.resources import files
 from pathlib import Path
@@ -20,6 +21,26 @@ LAYOUT = {
 }
 
 
+def _checkout_root(folder: Path) -> Path | None:
+    """The stackrl checkout that ``folder`` lies in, if any."""
+    for parent in folder.resolve().parents:
+        if (parent / "core" / "stackrl" / "__init__.py").is_file() and (parent / "docs" / "hooks.md").is_file():
+            return parent
+    return None
+
+
+def _references(folder: Path) -> dict[str, str]:
+    """How the plugin's README names stackrl and its hook reference: links relative to the plugin inside a stackrl
+    checkout; plain names elsewhere, where a path into a checkout would resolve for no reader."""
+    root = _checkout_root(folder)
+    if root is None:
+        return {"stackrl": "stackrl", "hook_reference": "stackrl's hook reference, `docs/hooks.md` in its repository,"}
+    return {
+        "stackrl": f"[stackrl]({os.path.relpath(root / 'README.md', folder)})",
+        "hook_reference": f"[the hook reference]({os.path.relpath(root / 'docs' / 'hooks.md', folder)})",
+    }
+
+
 def new_plugin(name: str, parent: Path) -> Path:
     """Write ``parent/name``: pyproject with the entry point, the package, a README skeleton and tests."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
@@ -34,6 +55,7 @@ def new_plugin(name: str, parent: Path) -> Path:
         "class_name": "".join(part.capitalize() for part in name.split("_")),
         "title": name.replace("_", " ").title(),
         "host_version": __version__,
+        **_references(folder),
     }
     templates = files("stackrl") / "template"
     for template, target in LAYOUT.items():

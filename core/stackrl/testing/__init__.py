@@ -10,6 +10,8 @@
 
 import os
 
+from stackrl import noise
+
 # Tests never reach a model hub, and TRL's telemetry stays silent.
 for _key, _value in {
     "HF_HUB_OFFLINE": "1",
@@ -18,3 +20,6 @@ for _key, _value in {
     "TOKENIZERS_PARALLELISM": "false",
 }.items():
     os.environ.setdefault(_key, _value)
+# Before transformers is imported, which imports bitsandbytes and with it some of the noise. (pytest sets the
+# warning filters anew for every test: the test kit's pytest_configure gives them to pytest too.)
+noise.silence()

@@ -9,7 +9,14 @@ import pytest
 from transformers import TrainerCallback
 
 import stackrl.testing  # noqa: F401  (sets the offline environment before transformers is imported)
+from stackrl import noise
 from stackrl.testing.tiny import build_tiny_model, tiny_config
+
+
+def pytest_configure(config):
+    # pytest sets the warning filters anew around every test, from its own settings: the known noise goes there.
+    for category, message in noise.KNOWN_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__name__}")
 
 
 @dataclass

@@ -1,8 +1,15 @@
-"""The method plugins of a stackrl checkout: what ``plugins/*`` declares, their CPU recipe settings, their scripts."""
+"""The plugins of a stackrl checkout: what ``plugins/*`` declares, their CPU recipe settings, their scripts, and
+the host's test plugins in ``tests/fixture_plugins``."""
 
 from __future__ import annotations
 
+import atexit
+import configparser
 import importlib.util
+import os
+import shutil
+import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -43,3 +50,29 @@ def load_script(path: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def use_fixture_plugins(root: Path) -> None:
+    """Make the host's test plugins (``root/tests/fixture_plugins``) importable and found by entry point, in this
+    process and in every process it starts, without installing them: a user's ``stackrl plugins`` never lists them.
+
+    The folder's ``pyproject.toml`` declares them; their metadata (name, version, entry points) is written to a
+    temporary folder, the way an installer would, and both folders go on ``sys.path`` and ``PYTHONPATH``.
+    """
+    project = Path(root).resolve() / "tests" / "fixture_plugins"
+    declared = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    site = Path(tempfile.mkdtemp(prefix="stackrl-fixture-plugins-"))
+    atexit.register(shutil.rmtree, site, ignore_errors=True)
+    info = site / f"{declared['name'].replace('-', '_')}-{declared['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {declared['name']}\nVersion: {declared['version']}\n"
+    )
+    entry_points = configparser.ConfigParser(interpolation=None)
+    entry_points.optionxform = str  # entry-point names are case-sensitive
+    entry_points.read_dict(declared.get("entry-points", {}))
+    with open(info / "entry_points.txt", "w") as f:
+        entry_points.write(f)
+    paths = [str(project), str(site)]
+    sys.path.extend(paths)
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
