@@ -9,18 +9,18 @@ from importlib.metadata import version
 
 import torch
 from accelerate import PartialState
-from transformers import TrainerCallback
+from transformers import ProgressCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
 from stackrl.data import load_prompts
-from stackrl.errors import ConfigError
+from stackrl.errors import ConfigError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
-from stackrl.plots import MetricsFile, append_metrics, plot_run
+from stackrl.plots import METRICS_FILE, MetricsFile, append_metrics, plot_run
 from stackrl.rewards import OUTCOME_REWARDS
-from stackrl.trainer import StackTrainer, reward_components, weights_by_name
+from stackrl.trainer import StackTrainer, last_checkpoint, reward_components, weights_by_name
 
 CONFIG_FILE = "stackrl_config.yaml"
 EVAL_FILE = "eval.json"
@@ -138,12 +138,7 @@ def build_trainer(
     tokenizer = load_tokenizer(host.model)
     model, peft_config = load_model(host.model, PartialState().device)
     files = run_files(config)
-    if args.should_save:
-        os.makedirs(args.output_dir, exist_ok=True)
-        for name, text in files.items():
-            with open(os.path.join(args.output_dir, name), "w") as f:
-                f.write(text)
-    return StackTrainer(
+    trainer = StackTrainer(
         model=model,
         args=args,
         processing_class=tokenizer,
@@ -158,6 +153,13 @@ def build_trainer(
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )
+    # Only now that model, data and trainer are built: a run that cannot start leaves an existing run folder as it was.
+    if args.should_save:
+        os.makedirs(args.output_dir, exist_ok=True)
+        for name, text in files.items():
+            with open(os.path.join(args.output_dir, name), "w") as f:
+                f.write(text)
+    return trainer
 
 
 def _max_new_tokens(config: LoadedConfig, args: GRPOConfig) -> int:
@@ -192,9 +194,57 @@ class _AtTrainBegin(TrainerCallback):
         self._fn()
 
 
+def resume_checkpoint(config: LoadedConfig, resume) -> str | None:
+    """The checkpoint ``--resume`` continues from (``True``: the run's last one), checked before anything loads."""
+    if not resume:
+        return None
+    args = grpo_args(config)
+    if args.save_strategy == "no":
+        raise ConfigError(
+            "--resume: this config saves no checkpoints (trainer.save_strategy is 'no'), so there is none to resume "
+            "from; turn them on with trainer.save_strategy=steps trainer.save_steps=N and train again"
+        )
+    if resume is True:
+        found = last_checkpoint(args.output_dir)
+        if found is None:
+            raise ConfigError(f"--resume: no checkpoint in {args.output_dir} (output_dir); train without --resume")
+        return found
+    if not os.path.isdir(resume):
+        raise ConfigError(f"--resume: no such checkpoint folder: {resume}")
+    return resume
+
+
+def _forget_metrics_after(run_dir: str, step: int) -> None:
+    """Drop the rows a run logged past the checkpoint it is resumed from: the resumed run logs those steps again."""
+    path = os.path.join(run_dir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return
+    with open(path) as f:
+        rows = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+    with open(path, "w") as f:
+        f.writelines(rows)
+
+
+def _stored_evaluations(run_dir: str) -> dict:
+    path = os.path.join(run_dir, EVAL_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def train(config: LoadedConfig, resume=None) -> dict:
-    """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures."""
-    evaluations = {}
+    """The whole job: evaluate, train, save, evaluate again, plot. Returns the before/after figures.
+
+    A resumed run reports the "before" figures its first run stored in the run folder. Ctrl-C stops training with
+    :class:`TrainingInterrupted`, which names the run's last checkpoint.
+    """
+    validate(config)
+    checkpoint = resume_checkpoint(config, resume)
+    run_dir = config.host.output_dir
+    stored = _stored_evaluations(run_dir) if checkpoint else {}
+    # Only the "before" figures carry over: "after" belongs to the weights this run ends with.
+    evaluations = {"before": stored["before"]} if "before" in stored else {}
 
     def evaluate_now(label: str) -> None:
         result = evaluate_in_run(trainer, config)
@@ -203,24 +253,33 @@ def train(config: LoadedConfig, resume=None) -> dict:
             k = config.host.eval.samples
             append_metrics(run_dir, {"step": trainer.state.global_step, "eval/pass@1": result["pass@1"],
                                      f"eval/maj@{k}": result[f"maj@{k}"]})
+            with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
+                json.dump(evaluations, f, indent=2)
 
     evaluating = config.host.eval.before_and_after
-    before = [_AtTrainBegin(lambda: evaluate_now("before"))] if evaluating and not resume else []
+    before = [_AtTrainBegin(lambda: evaluate_now("before"))] if evaluating and not checkpoint else []
     trainer = build_trainer(config, callbacks=before)
-    run_dir = trainer.args.output_dir
-    trainer.train(resume_from_checkpoint=resume)
+    if checkpoint and trainer.accelerator.is_main_process:
+        state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
+        _forget_metrics_after(run_dir, state.global_step)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except KeyboardInterrupt as stop:
+        progress = trainer.pop_callback(ProgressCallback)
+        if progress is not None:  # close the bar now, or it redraws itself below the message at exit
+            progress.on_train_end(trainer.args, trainer.state, trainer.control)
+        raise TrainingInterrupted(trainer.state.global_step, last_checkpoint(run_dir)) from stop
     trainer.save_model(run_dir)
     if evaluating:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
-        with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
-            json.dump(evaluations, f, indent=2)
         plot_run(run_dir)
     return {"run_dir": run_dir, **evaluations}
 
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:
-    """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it."""
+    """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it; the
+    figures come with ``model`` and ``checkpoint`` (``None``: the base model) saying which was evaluated."""
     tokenizer = load_tokenizer(config.host.model)
     model, _ = load_model(config.host.model, PartialState().device)
     if checkpoint:
@@ -232,4 +291,5 @@ def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> 
             model = PeftModel.from_pretrained(model, checkpoint)
         else:
             model = type(model).from_pretrained(checkpoint, dtype=model.dtype).to(model.device)
-    return evaluate(model, tokenizer, config, _max_new_tokens(config, grpo_args(config)))
+    figures = evaluate(model, tokenizer, config, _max_new_tokens(config, grpo_args(config)))
+    return {"model": config.host.model.name_or_path, "checkpoint": checkpoint, **figures}
