@@ -5,11 +5,13 @@ import inspect
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from stackrl.cli import main
 from stackrl.testing.tiny import TINY_TRAINER
+from stackrl.trainer import StackTrainer
 from stackrl_test_plugins import Raises
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -77,6 +79,11 @@ def test_a_reward_that_is_not_a_number_stops_the_run(config_file, capfd, mode, s
     assert "Traceback" not in err
 
 
+def test_ints_floats_and_numpy_numbers_are_rewards():
+    values = StackTrainer._check_rewards("any", 0, [1, 0.5, np.float32(0.25), None], 4)
+    assert values[:3].tolist() == [1.0, 0.5, 0.25] and values[3].isnan()
+
+
 def test_a_plugin_failing_in_a_hook_is_named_with_its_own_line(config_file, capfd, monkeypatch):
     monkeypatch.chdir(REPOSITORY)  # the plugin's file is shown relative to the working folder
     path = config_file(plugins=["raises"], raises={"at_step": 1})
@@ -102,8 +109,11 @@ def test_debug_prints_the_full_traceback(config_file, capfd, monkeypatch, flag, 
     assert err.splitlines()[-2].startswith("stackrl: error: plugin 'raises' failed in hook 'reward' at step 0")
 
 
-def test_eval_without_a_checkpoint_says_it_evaluated_the_base_model(config_file, tiny_model_dir, tmp_path, capfd):
+def test_eval_without_a_checkpoint_says_it_evaluated_the_base_model(
+    config_file, previous_run, tiny_model_dir, tmp_path, capfd
+):
     path = config_file()
+    before = previous_run()
     code, out, err = stackrl(capfd, "eval", path)
     assert code == 0
     result = json.loads(out)
@@ -118,6 +128,7 @@ def test_eval_without_a_checkpoint_says_it_evaluated_the_base_model(config_file,
     assert code == 0
     assert json.loads(out)["checkpoint"] == str(tiny_model_dir)
     assert "base model" not in err
+    assert previous_run() == before
 
 
 @pytest.mark.parametrize(
