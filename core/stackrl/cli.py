@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
+import traceback
 
 from stackrl import noise
-from stackrl.errors import StackrlError
+from stackrl.errors import StackrlError, TrainingInterrupted
 
 
 def _split(items: list[str]) -> tuple[list[str], list[str]]:
@@ -35,10 +38,11 @@ def cmd_train(args) -> None:
 
     if not PartialState().is_main_process:  # one summary for a multi-process run
         return
-    if "before" in result and "after" in result:
+    if "after" in result:
         k = config.host.eval.samples
         for metric in ("pass@1", f"maj@{k}"):
-            print(f"held-out {metric}: {result['before'][metric]:.3f} before -> {result['after'][metric]:.3f} after")
+            before = f"{result['before'][metric]:.3f} before -> " if "before" in result else ""
+            print(f"held-out {metric}: {before}{result['after'][metric]:.3f} after")
     for name, count in sorted(result["warnings"].items()):
         print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
     print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")
@@ -51,6 +55,13 @@ def cmd_eval(args) -> None:
     config = _load([i for i in args.config if not i.startswith("checkpoint=")])
     result = evaluate_checkpoint(config, checkpoint[-1] if checkpoint else None)
     print(json.dumps(result, indent=2))
+    if not checkpoint:
+        # Figures of the untrained model are easily taken for the trained ones: say so where the user looks.
+        print(
+            f"evaluated the base model {result['model']}, not a trained one: no checkpoint= given "
+            f"(e.g. checkpoint={config.host.output_dir} for the run's final weights)",
+            file=sys.stderr,
+        )
 
 
 def cmd_plot(args) -> None:
@@ -122,6 +133,19 @@ def cmd_new_plugin(args) -> None:
     print(f"wrote {folder}\nnext: pip install -e {folder} && python -m pytest {folder}")
 
 
+def _interrupted(stop: KeyboardInterrupt, args) -> str:
+    """What Ctrl-C stopped, and for training, where the last checkpoint is and how to continue from it."""
+    if not isinstance(stop, TrainingInterrupted):
+        return "interrupted"
+    if stop.checkpoint is None:
+        return (
+            f"{stop}; no checkpoint saved, so the run cannot be resumed. Checkpoints come every trainer.save_steps "
+            "steps with trainer.save_strategy=steps"
+        )
+    command = shlex.join(["stackrl", "train", *args.config, "--resume"])
+    return f"{stop}; last checkpoint: {stop.checkpoint}\nresume with: {command}"
+
+
 def main(argv=None) -> int:
     noise.silence()
     parser = argparse.ArgumentParser(prog="stackrl", description=__doc__)
@@ -164,12 +188,23 @@ def main(argv=None) -> int:
                         help="validate: also check this accelerate config file (DDP, DeepSpeed, FSDP) for the run")
     config.set_defaults(func=cmd_config)
 
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true", help="on an error, also print the full traceback "
+                             "(or set STACKRL_DEBUG=1)")
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("STACKRL_DEBUG", "0") not in ("", "0")
     try:
         args.func(args)
     except StackrlError as exc:
+        if debug:
+            traceback.print_exc()
         print(f"stackrl: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stop:
+        if debug:
+            traceback.print_exc()
+        print(f"stackrl: {_interrupted(stop, args)}", file=sys.stderr)
+        return 130  # the shell's code for a process stopped by SIGINT
     return 0
 
 

@@ -18,12 +18,24 @@ class PluginError(StackrlError):
 
 
 class PluginHookError(PluginError):
-    """A plugin raised inside a hook; the original exception is the ``__cause__``."""
+    """A plugin raised inside a hook; the original exception is the ``__cause__``.
 
-    def __init__(self, plugin: str, hook: str, step: int | None, error: BaseException):
+    ``frame`` is the plugin's own line closest to the failure (``path:line in function``), when there is one.
+    """
+
+    def __init__(self, plugin: str, hook: str, step: int | None, error: BaseException, frame: str | None = None):
         where = f" at step {step}" if step is not None else ""
-        super().__init__(f"plugin '{plugin}' failed in hook '{hook}'{where}: {type(error).__name__}: {error}")
-        self.plugin, self.hook, self.step = plugin, hook, step
+        message = f"plugin '{plugin}' failed in hook '{hook}'{where}: {type(error).__name__}: {error}"
+        super().__init__(f"{message}\n  at {frame}" if frame else message)
+        self.plugin, self.hook, self.step, self.frame = plugin, hook, step, frame
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training was stopped with Ctrl-C at ``step``; ``checkpoint`` is the run's last checkpoint, or ``None``."""
+
+    def __init__(self, step: int, checkpoint: str | None):
+        super().__init__(f"interrupted at step {step}")
+        self.step, self.checkpoint = step, checkpoint
 
 
 def did_you_mean(name: str, choices) -> str:

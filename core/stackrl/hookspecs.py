@@ -72,9 +72,10 @@ def reward(ctx):
     When: once per generation batch, after the built-in outcome rewards, in config order, on every process.
     Sees: ``ctx`` (:class:`stackrl.RewardContext`): the whole rollout as whole groups, and in
     ``ctx.rollout.rewards`` the components computed before this one.
-    May change: return one float per completion (a list or a 1-D tensor); ``None`` marks a completion the plugin
-    does not score. NaN is an error. The host adds ``rewards.<plugin name>`` (default 1.0) times the result to
-    the total that advantages are computed from, and logs the component as ``rewards/<plugin name>``.
+    May change: return one number per completion (a list of ints or floats, or a 1-D tensor); ``None`` marks a
+    completion the plugin does not score. NaN, a string or a bool is an error. The host adds
+    ``rewards.<plugin name>`` (default 1.0) times the result to the total that advantages are computed from, and
+    logs the component as ``rewards/<plugin name>``.
 
     Example::
 

@@ -10,6 +10,9 @@ name, the hook and the step.
 from __future__ import annotations
 
 import inspect
+import os
+import sys
+import traceback
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable
@@ -84,6 +87,30 @@ def find_plugin(name: str, installed: dict[str, InstalledPlugin], where: str = "
     listing = ", ".join(installed) or "none"
     where = f" in {where}" if where else ""
     raise PluginError(f"unknown plugin '{name}'{where}.{did_you_mean(name, installed)} Installed: {listing}")
+
+
+def _source_root(plugin: Plugin) -> str | None:
+    """The file or folder holding the plugin's code: its top-level package, or its module when it has none."""
+    top = sys.modules.get(type(plugin).__module__.split(".")[0])
+    path = getattr(top, "__file__", None)
+    if path is None:
+        return None
+    return os.path.dirname(path) if hasattr(top, "__path__") else path
+
+
+def plugin_frame(plugin: Plugin, error: BaseException) -> str | None:
+    """``path:line in function`` of the innermost frame of ``error``'s traceback inside the plugin's own code."""
+    root = _source_root(plugin)
+    if root is None:
+        return None
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [f for f in frames if f.filename == root or f.filename.startswith(root + os.sep)]
+    if not mine:
+        return None
+    frame = mine[-1]
+    path = os.path.relpath(frame.filename)
+    path = frame.filename if path.startswith("..") else path
+    return f"{path}:{frame.lineno} in {frame.name}"
 
 
 class PluginManager:
@@ -174,7 +201,8 @@ class PluginManager:
         try:
             result = method(**{a: kwargs[a] for a in argnames})
         except Exception as exc:
-            raise PluginHookError(plugin, hook, getattr(ctx, "step", None), exc) from exc
+            frame = plugin_frame(self.plugins[plugin], exc)
+            raise PluginHookError(plugin, hook, getattr(ctx, "step", None), exc, frame) from exc
         if self.monitor is not None:
             self.monitor(hook, plugin, kwargs, result)
         return result

@@ -9,20 +9,20 @@ from importlib.metadata import version
 
 import torch
 from accelerate import PartialState
-from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+from transformers import PrinterCallback, ProgressCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
 from stackrl.data import load_prompts
-from stackrl.errors import ConfigError
+from stackrl.errors import ConfigError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
-from stackrl.plots import MetricsFile, plot_runs
+from stackrl.plots import METRICS_FILE, MetricsFile, plot_runs
 from stackrl.rewards import OUTCOME_REWARDS
-from stackrl.trainer import StackTrainer, reward_components, weights_by_name
+from stackrl.trainer import StackTrainer, last_checkpoint, reward_components, weights_by_name
 
 CONFIG_FILE = "stackrl_config.yaml"
 EVAL_FILE = "eval.json"
@@ -146,11 +146,6 @@ def build_trainer(
     tokenizer = load_tokenizer(host.model)
     model, peft_config = load_model(host.model, PartialState().device)
     files = run_files(config)
-    if args.should_save:
-        os.makedirs(args.output_dir, exist_ok=True)
-        for name, text in files.items():
-            with open(os.path.join(args.output_dir, name), "w") as f:
-                f.write(text)
     trainer = StackTrainer(
         model=model,
         args=args,
@@ -170,6 +165,12 @@ def build_trainer(
     trainer.remove_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
     evaluating = host.eval.before_and_after or host.eval.every_steps
     trainer.add_callback(LogTable(log_columns(trainer.reward_func_names, "eval/pass@1" if evaluating else None)))
+    # Only now that model, data and trainer are built: a run that cannot start leaves an existing run folder as it was.
+    if args.should_save:
+        os.makedirs(args.output_dir, exist_ok=True)
+        for name, text in files.items():
+            with open(os.path.join(args.output_dir, name), "w") as f:
+                f.write(text)
     return trainer
 
 
@@ -213,36 +214,94 @@ class _HeldOutEvaluations(TrainerCallback):
             self._evaluate_now(f"step {step}")
 
 
+def resume_checkpoint(config: LoadedConfig, resume) -> str | None:
+    """The checkpoint ``--resume`` continues from (``True``: the run's last one), checked before anything loads."""
+    if not resume:
+        return None
+    args = grpo_args(config)
+    if args.save_strategy == "no":
+        raise ConfigError(
+            "--resume: this config saves no checkpoints (trainer.save_strategy is 'no'), so there is none to resume "
+            "from; turn them on with trainer.save_strategy=steps trainer.save_steps=N and train again"
+        )
+    if resume is True:
+        found = last_checkpoint(args.output_dir)
+        if found is None:
+            raise ConfigError(f"--resume: no checkpoint in {args.output_dir} (output_dir); train without --resume")
+        return found
+    if not os.path.isdir(resume):
+        raise ConfigError(f"--resume: no such checkpoint folder: {resume}")
+    return resume
+
+
+def _forget_metrics_after(run_dir: str, step: int) -> None:
+    """Drop the rows a run logged past the checkpoint it is resumed from: the resumed run logs those steps again."""
+    path = os.path.join(run_dir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return
+    with open(path) as f:
+        rows = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+    with open(path, "w") as f:
+        f.writelines(rows)
+
+
+def _stored_evaluations(run_dir: str) -> dict:
+    path = os.path.join(run_dir, EVAL_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def train(config: LoadedConfig, resume=None) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
     Returns the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences of each plugin
-    warning (``ctx.warn``)."""
+    warning (``ctx.warn``).
+
+    A resumed run reports the "before" figures its first run stored in the run folder. Ctrl-C stops training with
+    :class:`TrainingInterrupted`, which names the run's last checkpoint.
+    """
+    validate(config)
+    checkpoint = resume_checkpoint(config, resume)
     use_threads(config)
-    evaluations = {}
+    run_dir = config.host.output_dir
+    stored = _stored_evaluations(run_dir) if checkpoint else {}
+    # Only the "before" figures carry over: "after" belongs to the weights this run ends with.
+    evaluations = {"before": stored["before"]} if "before" in stored else {}
 
     def evaluate_now(label: str) -> None:
         result = evaluate_in_run(trainer, config)
         evaluations[label] = result
         k = config.host.eval.samples
         trainer.log_figures({"eval/pass@1": result["pass@1"], f"eval/maj@{k}": result[f"maj@{k}"]})
+        if trainer.accelerator.is_main_process:  # as they come: a resumed run reads "before" from here
+            with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
+                json.dump(evaluations, f, indent=2)
 
     evaluating = config.host.eval.before_and_after
-    during = _HeldOutEvaluations(evaluate_now, evaluating and not resume, evaluating, config.host.eval.every_steps)
+    during = _HeldOutEvaluations(evaluate_now, evaluating and not checkpoint, evaluating, config.host.eval.every_steps)
     trainer = build_trainer(config, callbacks=[during])
-    run_dir = trainer.args.output_dir
-    trainer.train(resume_from_checkpoint=resume)
+    if checkpoint and trainer.accelerator.is_main_process:
+        state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
+        _forget_metrics_after(run_dir, state.global_step)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except KeyboardInterrupt as stop:
+        progress = trainer.pop_callback(ProgressCallback)
+        if progress is not None:  # close the bar now, or it redraws itself below the message at exit
+            progress.on_train_end(trainer.args, trainer.state, trainer.control)
+        raise TrainingInterrupted(trainer.state.global_step, last_checkpoint(run_dir)) from stop
     trainer.save_model(run_dir)
     if evaluating:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
-        with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
-            json.dump(evaluations, f, indent=2)
         plot_runs([run_dir])
     return {"run_dir": run_dir, "warnings": dict(trainer.warnings), **evaluations}
 
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:
-    """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it."""
+    """Held-out accuracy of the config's model, or of a checkpoint (full weights or a LoRA adapter) of it; the
+    figures come with ``model`` and ``checkpoint`` (``None``: the base model) saying which was evaluated."""
     use_threads(config)
     tokenizer = load_tokenizer(config.host.model)
     model, _ = load_model(config.host.model, PartialState().device)
@@ -255,4 +314,5 @@ def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> 
             model = PeftModel.from_pretrained(model, checkpoint)
         else:
             model = type(model).from_pretrained(checkpoint, dtype=model.dtype).to(model.device)
-    return evaluate(model, tokenizer, config, _max_new_tokens(config, grpo_args(config)))
+    figures = evaluate(model, tokenizer, config, _max_new_tokens(config, grpo_args(config)))
+    return {"model": config.host.model.name_or_path, "checkpoint": checkpoint, **figures}

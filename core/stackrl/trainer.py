@@ -18,14 +18,16 @@ post-step   a callback: ``post_step``, ``train_begin``, ``train_end``; plugin st
 from __future__ import annotations
 
 import logging
+import numbers
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 
 import torch
 from accelerate.utils import gather_object
 from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
@@ -63,6 +65,19 @@ class _ResumableRepeatSampler(RepeatSampler):
             self.generator.manual_seed(self.seed)
             for _ in range(epoch):
                 torch.randperm(self.num_samples, generator=self.generator)
+
+
+def last_checkpoint(run_dir: str) -> str | None:
+    """The run's latest complete checkpoint, or ``None``. The plugin state is written last, so a save cut short
+    (Ctrl-C, a crash) leaves a folder without it, which is passed over."""
+    if not os.path.isdir(run_dir):
+        return None
+    steps = {}
+    for name in os.listdir(run_dir):
+        found = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
+        if found and os.path.isfile(os.path.join(run_dir, name, PLUGIN_STATE_FILE)):
+            steps[int(found.group(1))] = os.path.join(run_dir, name)
+    return steps[max(steps)] if steps else None
 
 
 def check_finite(plugin: str, hook: str, step, what: str, values) -> None:
@@ -322,6 +337,13 @@ class StackTrainer(GRPOTrainer):
             raise PluginError(
                 f"plugin '{plugin}' returned {got} from hook 'reward' at step {step}; expected {n}, one per completion"
             )
+        for i, value in enumerate(values):
+            # float() would take "1.0" and True without complaint: a reward is a real number, nothing that converts.
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise PluginError(
+                    f"plugin '{plugin}' returned {value!r} ({type(value).__name__}) from hook 'reward' at step {step} "
+                    f"(completion {i}); expected a number (int or float) or None"
+                )
         check_finite(plugin, "reward", step, "completion", values)
         return torch.tensor([float("nan") if v is None else float(v) for v in values], dtype=torch.float32)
 
@@ -474,13 +496,14 @@ class StackTrainer(GRPOTrainer):
         if not self.args.should_save:
             return
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-        _write_atomic(os.path.join(folder, PLUGIN_STATE_FILE), lambda f: torch.save(states, f))
         for file_name, text in self._run_files.items():
             _write_atomic(os.path.join(folder, file_name), lambda f, t=text: f.write(t.encode()))
+        # Last: its presence marks the checkpoint complete (see last_checkpoint).
+        _write_atomic(os.path.join(folder, PLUGIN_STATE_FILE), lambda f: torch.save(states, f))
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            resume_from_checkpoint = last_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
                 raise StackrlError(f"resume: no checkpoint found in {self.args.output_dir}")
         if resume_from_checkpoint:

@@ -233,7 +233,7 @@ class Raises(Plugin):
 
 @dataclass
 class BadRewardConfig:
-    mode: str = "nan"  # nan | short
+    mode: str = "nan"  # nan | short | string | bool
 
 
 class BadReward(Plugin):
@@ -242,8 +242,9 @@ class BadReward(Plugin):
     @hookimpl
     def reward(self, ctx):
         n = len(ctx.rollout)
-        if self.config.mode == "nan":
-            return [0.0] * (n - 1) + [float("nan")]
+        last = {"nan": float("nan"), "string": "1.0", "bool": True}
+        if self.config.mode in last:
+            return [0.0] * (n - 1) + [last[self.config.mode]]
         return [0.0] * (n - 1)
 
 
