@@ -243,6 +243,10 @@ class WrongArgument(Plugin):
 class NeedsValueConfig:
     threshold: float = MISSING
 
+    def __post_init__(self):  # what a plugin author naturally writes; the host reports it as a config error
+        if not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold must lie in [0, 1], not {self.threshold}")
+
 
 class NeedsValue(Plugin):
     Config = NeedsValueConfig
