@@ -176,6 +176,8 @@ REFUSED = [
     ("plugin config raising in __post_init__", {"plugins": ["needs_value"], "needs_value": {"threshold": 2.0}}, [],
      "a.yaml: plugin 'needs_value' rejected its settings (section 'needs_value'): ValueError: threshold must lie "
      "in [0, 1], not 2.0"),
+    ("plugin constructor raising", {"plugins": ["digit_reward", "raises"]}, ["raises.hook=__init__"],
+     "command line: plugin 'raises' rejected its settings (section 'raises'): RuntimeError: deliberate failure"),
     ("a plugin's own ConfigError", {"plugins": ["covo"]}, ["covo.max_steps=0"],
      "command line: covo.max_steps must be at least 1, not 0"),
     ("num_generations not dividing the batch", {"trainer": {"per_device_train_batch_size": 3, "num_generations": 4}},

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from stackrl import trainer_section
-from stackrl.errors import ConfigError, did_you_mean
+from stackrl.errors import ConfigError, StackrlError, did_you_mean
 from stackrl.manager import InstalledPlugin, find_plugin, installed_plugins
 from stackrl.origins import KeyOrigins
 from stackrl.plugin import Plugin
@@ -113,7 +113,7 @@ class LoadedConfig:
         for name, cls in self.plugin_classes.items():
             try:
                 plugin = cls(self.plugin_configs[name])
-            except ConfigError:
+            except StackrlError:
                 raise
             except Exception as exc:
                 raise _rejected(name, exc) from exc
@@ -211,7 +211,7 @@ def _plugin_config(name: str, cls: type[Plugin], section: DictConfig):
     typed = _merge_checked(OmegaConf.structured(cls.Config), section, None, prefix=f"{name}.")
     try:
         return OmegaConf.to_object(typed)
-    except ConfigError:
+    except StackrlError:
         raise
     except Exception as exc:
         raise _rejected(name, exc) from exc

@@ -202,6 +202,10 @@ class Raises(Plugin):
 
     Config = RaisesConfig
 
+    def __init__(self, config=None):
+        super().__init__(config)
+        self._maybe_raise("__init__", self.config.at_step)
+
     def _maybe_raise(self, hook, step):
         if self.config.hook == hook and step >= self.config.at_step:
             raise RuntimeError("deliberate failure")
