@@ -202,7 +202,7 @@ def _resolve(tree: DictConfig, origins: KeyOrigins) -> None:
 
 
 def _rejected(name: str, exc: Exception) -> ConfigError:
-    """A plugin's config class or constructor raised something other than a ConfigError on its settings."""
+    """A plugin's config class or constructor raised something other than a stackrl error on its settings."""
     return ConfigError(f"plugin '{name}' rejected its settings (section '{name}'): {type(exc).__name__}: {exc}")
 
 

@@ -144,7 +144,7 @@ def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig
     try:
         return GRPOConfig(output_dir=output_dir or config.host.output_dir, **settings)
     except (ValueError, TypeError) as exc:
-        named = [f"trainer.{key}" for key in settings if re.search(rf"\b{key}\b", str(exc))]
+        named = [f"trainer.{key}" for key in config.host.trainer if re.search(rf"\b{key}\b", str(exc))]
         raise ConfigError(f"{', '.join(named) or 'trainer'}: {exc}") from exc
 
 
