@@ -51,13 +51,6 @@ def test_config_validate_reports_conflicts_without_loading_a_model(tmp_path, cap
     assert "both implement the exclusive hook 'estimate_advantages'" in capsys.readouterr().err
 
 
-def test_trainer_settings_are_checked_by_grpo_config(tmp_path, capsys):
-    path = write(tmp_path, "a.yaml", {"rewards": {"exact_match": 1.0},
-                                      "trainer": {"per_device_train_batch_size": 3, "num_generations": 4}})
-    assert main(["config", "validate", path]) == 2
-    assert capsys.readouterr().err.startswith("stackrl: error: trainer: ")
-
-
 def test_plugins_command_lists_broken_plugins_without_crashing(capsys):
     assert main(["plugins", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}

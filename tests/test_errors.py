@@ -1,11 +1,13 @@
 """Bad input: each mistake gets one exact message naming what is wrong and where, and nothing saved is lost."""
 
+import importlib.util
 import os
 
 import pytest
 import yaml
 
 from stackrl import ConfigError, PluginError, PluginHookError, Rollout
+from stackrl.cli import main
 from stackrl.config import load_config
 from stackrl.run import build_plugin_manager
 from stackrl.testing.fixtures import train_steps
@@ -151,12 +153,118 @@ def test_wrong_type_in_a_file(tmp_path):
     )
 
 
-def test_weight_for_an_unknown_reward_component(tmp_path):
-    from stackrl.run import validate
+# -- refused by `stackrl config validate` and `stackrl train` before anything loads ---------------------------------
 
-    path = write(tmp_path, "a.yaml", {"plugins": ["digit_reward"], "rewards": {"exact_match": 1.0, "digit_rewards": 2}})
+# (the mistake, a.yaml's keys over BASE, command-line overrides, the message). Files and paths are relative to the
+# test's folder, where ROWS is a data file with the columns question and answer.
+ROWS = "rows.jsonl"
+BASE = {"rewards": {"exact_match": 1.0}}
+REFUSED = [
+    ("trainer type in a file", {"trainer": {"learning_rate": "fast"}}, [],
+     "a.yaml: wrong type for 'trainer.learning_rate': 'fast' is not float"),
+    ("trainer type on the command line", {}, ["trainer.learning_rate=abc"],
+     "command line: wrong type for 'trainer.learning_rate': 'abc' is not float"),
+    ("trainer range torch refuses", {"trainer": {"adam_beta1": 1.0}}, [],
+     "a.yaml: trainer.adam_beta1 must be in [0, 1), not 1.0"),
+    ("trainer range sampling refuses", {}, ["trainer.temperature=0"],
+     "command line: trainer.temperature must be above 0, not 0"),
+    ("interpolation in a file", {"trainer": {"learning_rate": "${nope.missing}"}}, [],
+     "a.yaml: cannot resolve the interpolation in 'trainer.learning_rate': Interpolation key 'nope.missing' not found"),
+    ("interpolation on the command line", {}, ["eval.size=${nope.missing}"],
+     "command line: cannot resolve the interpolation in 'eval.size': Interpolation key 'nope.missing' not found"),
+    ("model path", {"model": {"name_or_path": "./no-such-dir"}}, [],
+     "a.yaml: model.name_or_path: no model folder at './no-such-dir'"),
+    ("model folder without a config", {}, ["model.name_or_path=empty-dir"],
+     "command line: model.name_or_path: 'empty-dir' holds no model config (config.json or adapter_config.json)"),
+    ("data file", {"data": {"source": "no-such.jsonl"}}, [],
+     "a.yaml: data.source: file not found: no-such.jsonl"),
+    ("data answer column", {"data": {"source": ROWS, "answer_column": "solution"}}, [],
+     f"a.yaml: data.answer_column: data.source ({ROWS}) has no column 'solution'; columns: question, answer"),
+    ("data template field", {"data": {"prompt_template": "Q: {problem}"}}, [f"data.source={ROWS}"],
+     f"a.yaml (data.prompt_template), command line (data.source): data.prompt_template names column 'problem', "
+     f"which data.source ({ROWS}) lacks; columns: question, answer"),
+    ("plugin config raising in __post_init__", {"plugins": ["needs_value"], "needs_value": {"threshold": 2.0}}, [],
+     "a.yaml: plugin 'needs_value' rejected its settings (section 'needs_value'): ValueError: threshold must lie "
+     "in [0, 1], not 2.0"),
+    ("plugin constructor raising", {"plugins": ["digit_reward", "raises"]}, ["raises.hook=__init__"],
+     "command line: plugin 'raises' rejected its settings (section 'raises'): RuntimeError: deliberate failure"),
+    ("a plugin's own ConfigError", {"plugins": ["covo"]}, ["covo.max_steps=0"],
+     "command line: covo.max_steps must be at least 1, not 0"),
+    ("num_generations not dividing the batch", {"trainer": {"per_device_train_batch_size": 3, "num_generations": 4}},
+     [], "a.yaml: trainer.num_generations: generation_batch_size (3) must be divisible by num_generations (4)."),
+    ("quantization without lora", {}, ["model.quantization=4"],
+     "command line: model.quantization needs model.lora: a quantized model trains only through an adapter"),
+    ("weight for a component the run lacks", {"plugins": ["digit_reward"]}, ["rewards.digit_rewards=2"],
+     "command line: rewards.digit_rewards: no reward component of that name in this run; available: exact_match, "
+     "digit_reward"),
+    ("label_free with exact_match", {}, ["data.label_free=true"],
+     "a.yaml (rewards.exact_match), command line (data.label_free): rewards.exact_match compares with the reference "
+     "answer, but data.label_free hides it; set rewards.exact_match=null or data.label_free=false"),
+    ("two claimants of an exclusive hook", {"plugins": ["digit_reward", "flat_advantage", "centered_advantage"]}, [],
+     "a.yaml: plugins 'flat_advantage' and 'centered_advantage' both implement the exclusive hook "
+     "'estimate_advantages'; choose one in the config with exclusive.estimate_advantages: <plugin>"),
+    ("a reward component a plugin needs", {"plugins": ["covo", "trace"]}, ["rewards.exact_match=null"],
+     "command line: trace.correct_reward: plugin 'trace' reads the reward component 'exact_match', which this stack "
+     "lacks (it has covo); set rewards.exact_match (weight 0 computes it without training on it)"),
+]
+COMMANDS = {"validate": ["config", "validate"], "train": ["train"]}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """The test's folder as the working directory, with a run folder from an earlier run in it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ROWS).write_text('{"question": "1 + 1", "answer": "2"}\n')
+    (tmp_path / "empty-dir").mkdir()
+    (tmp_path / "earlier-run").mkdir()
+    (tmp_path / "earlier-run" / "metrics.jsonl").write_text('{"step": 1}\n')
+    return tmp_path
+
+
+def refused(workdir, command, tree, overrides, capsys) -> str:
+    """Run the CLI on a.yaml (``tree`` over BASE, output_dir the earlier run); it must refuse cleanly, writing
+    nothing. Returns the message."""
+    run = workdir / "earlier-run"
+    before = {path: path.read_bytes() for path in run.rglob("*")}
+    (workdir / "a.yaml").write_text(yaml.safe_dump({**BASE, "output_dir": str(run), **tree}))
+    code = main([*COMMANDS[command], "a.yaml", *overrides])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    assert {path: path.read_bytes() for path in run.rglob("*")} == before
+    return err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("tree, overrides, message", [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED])
+def test_bad_input_is_refused_before_anything_loads(workdir, command, tree, overrides, message, capsys):
+    assert f"stackrl: error: {message}\n" in refused(workdir, command, tree, overrides, capsys)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_logger_without_its_package_is_refused_with_the_pip_command(workdir, command, capsys):
+    assert importlib.util.find_spec("trackio") is None, "this test needs a logger whose package is not installed"
+    err = refused(workdir, command, {"trainer": {"report_to": ["trackio"]}}, [], capsys)
+    assert (
+        "stackrl: error: a.yaml: trainer.report_to: the logger 'trackio' is not installed; install it with "
+        "`pip install trackio` or remove it from trainer.report_to\n"
+    ) in err
+
+
+def test_a_hub_model_missing_from_the_offline_cache_is_a_note(workdir, capsys):
+    (workdir / "a.yaml").write_text(yaml.safe_dump(BASE))
+    assert main(["config", "validate", "a.yaml", "model.name_or_path=nobody/no-such-model"]) == 0
+    assert (
+        "stackrl: note: command line: model.name_or_path: 'nobody/no-such-model' is not in this machine's Hugging "
+        "Face cache and the hub is offline (HF_HUB_OFFLINE); the machine that starts the run needs it cached or the "
+        "hub reachable\n"
+    ) in capsys.readouterr().err
+
+
+def test_interpolations_resolve_across_sections_and_are_type_checked(workdir, capsys):
+    (workdir / "a.yaml").write_text(yaml.safe_dump({**BASE, "plugins": ["needs_value"]}))
+    config = load_config(["a.yaml"], ["needs_value.threshold=0.5", "trainer.learning_rate=${needs_value.threshold}"])
+    assert config.host.trainer["learning_rate"] == 0.5
     with pytest.raises(ConfigError) as error:
-        validate(load_config([path]))
-    assert str(error.value) == (
-        "rewards.digit_rewards: no reward component of that name in this run; available: exact_match, digit_reward"
-    )
+        load_config(["a.yaml"], ["needs_value.threshold=0.5", "eval.size=${needs_value.threshold}"])
+    assert str(error.value).startswith("command line: wrong type for 'eval.size': Value '0.5' of type 'float'")

@@ -89,7 +89,7 @@ def test_quantized_lora_trains_two_steps_through_the_cli(bits, quantizable_model
     assert load_file(checkpoint / "adapter_model.safetensors").keys() == adapter.keys()
 
 
-REFUSAL = "stackrl: error: model.quantization needs model.lora: a quantized model trains only through an adapter"
+REFUSAL = "stackrl: error: {}: model.quantization needs model.lora: a quantized model trains only through an adapter"
 
 
 def test_quantized_without_lora_is_refused_by_the_command(tiny_model_dir, tmp_path):
@@ -106,7 +106,7 @@ def test_quantized_without_lora_is_refused_by_the_command(tiny_model_dir, tmp_pa
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     # bitsandbytes may print a notice of its own when imported; stackrl's error is the last line.
-    assert proc.stderr.strip().splitlines()[-1] == REFUSAL
+    assert proc.stderr.strip().splitlines()[-1] == REFUSAL.format(config)
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
 
@@ -117,7 +117,7 @@ def test_quantized_without_lora_is_refused(bits, tiny_model_dir, tmp_path, capsy
     config = _write_config(tmp_path / "quant.yaml", tiny_model_dir, tmp_path / "run", model={"quantization": bits})
     assert main(["config", "validate", config]) == 2
     captured = capsys.readouterr()
-    assert captured.err.strip().splitlines()[-1] == REFUSAL
+    assert captured.err.strip().splitlines()[-1] == REFUSAL.format(config)
     assert captured.out == ""
     # With the adapter the same config is accepted.
     lora = _write_config(tmp_path / "lora.yaml", tiny_model_dir, tmp_path / "run", model={"quantization": bits, "lora": {"r": 8}})

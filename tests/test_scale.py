@@ -4,13 +4,15 @@ same hooks, and the launch configs (model presets, accelerate files) a user swit
 One torchrun launch (tests/distributed_worker.py, on CPU with gloo) runs three jobs. ``job`` is the whole
 ``stackrl train`` job on the float tiny model: its evaluations before, during (every step) and after training are
 split over the two processes, and the main process alone writes its metrics and samples. The other two train a
-4-bit nf4 + LoRA tiny model, each saving a checkpoint at its last step:
+4-bit nf4 + LoRA model, each saving a checkpoint at its last step:
 
 - ``greedy``: the test plugins that touch every stage (prompt transform, rewards, per-token advantages, a loss
-  term, step state), greedy decoding. Its single-process reference trains in this process.
-- ``methods``: every method plugin installed from plugins/*/ (with its CPU recipe's settings), on top of the test
-  plugins, sampled. Method plugins may sample inside their hooks (a second rollout, a teacher's), so this run is
-  checked for what holds whatever they do: identical state on both processes, whole groups, a full checkpoint.
+  term, step state), greedy decoding, on the tiny model. Its single-process reference trains in this process.
+- ``methods``: every method plugin installed from plugins/*/ (with its CPU recipe's settings; each pair of them
+  validates together, tests/test_combination.py), on top of the test plugins, sampled, on the built-in model
+  ``stackrl/arith-tiny``. Method plugins may sample inside their hooks (a second rollout, a teacher's), so this
+  run is checked for what holds whatever they do: identical state on both processes, whole groups, a full
+  checkpoint.
 
 Layout as in tests/test_distributed.py: 6 rows per process, groups of 4, so a group straddles the processes; the
 single-process reference uses 12 rows per device, the same global batch, so TRL's seeded sampler feeds the same
@@ -47,17 +49,13 @@ QLORA = {
     "lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
 }
 EVAL = {"split": "test", "size": 24, "samples": 2, "batch_size": 8, "temperature": 1.0, "seed": 3}
-EOS_BIAS = 4.0  # the random tiny model ends completions early, so lengths vary
 
 
 
 
 
 
-def _runs(model_dir, out: Path) -> dict[str, dict]:
-    from transformers import AutoTokenizer
-
-    eos_bias = [[[AutoTokenizer.from_pretrained(model_dir).eos_token_id], EOS_BIAS]]
+def _runs(out: Path) -> dict[str, dict]:
     trainer = {
         "per_device_train_batch_size": PER_DEVICE,
         "num_generations": GROUP,
@@ -95,10 +93,10 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
             "name": "methods",
             "plugins": [*methods, *TEST_STACK],
             "sections": {
-                "model": QLORA,
+                "model": {**QLORA, "name_or_path": "stackrl/arith-tiny"},
                 "rewards": rewards,
                 "output_dir": str(out / "methods" / "run"),
-                "trainer": {**trainer, "generation_kwargs": {"sequence_bias": eos_bias}},
+                "trainer": trainer,
                 **{name: m["settings"] for name, m in methods.items()},
             },
         },
@@ -108,7 +106,7 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def launched(tiny_model_dir, tmp_path_factory, worker):
     out = tmp_path_factory.mktemp("scale")
-    runs = _runs(tiny_model_dir, out)
+    runs = _runs(out)
     worker.launch(tiny_model_dir, list(runs.values()), out)
     return runs, out
 

@@ -28,11 +28,22 @@ def _load(items):
     return load_config(files, overrides)
 
 
+def _validated(items):
+    """The config, after every check a run makes before loading anything; notes go to stderr."""
+    from stackrl.run import validate
+
+    config = _load(items)
+    manager, notes = validate(config)
+    for note in notes:
+        print(f"stackrl: note: {note}", file=sys.stderr)
+    return config, manager
+
+
 def cmd_train(args) -> None:
     from stackrl.plots import PLOTS_DIR
     from stackrl.run import train
 
-    config = _load(args.config)
+    config, _ = _validated(args.config)
     result = train(config, resume=args.resume)
     from accelerate import PartialState
 
@@ -52,7 +63,7 @@ def cmd_eval(args) -> None:
     from stackrl.run import evaluate_checkpoint
 
     checkpoint = [i.split("=", 1)[1] for i in args.config if i.startswith("checkpoint=")]
-    config = _load([i for i in args.config if not i.startswith("checkpoint=")])
+    config, _ = _validated([i for i in args.config if not i.startswith("checkpoint=")])
     result = evaluate_checkpoint(config, checkpoint[-1] if checkpoint else None)
     print(json.dumps(result, indent=2))
     if not checkpoint:
@@ -108,13 +119,12 @@ def cmd_plugins(args) -> None:
 def cmd_config(args) -> None:
     if args.accelerate and args.action != "validate":
         raise StackrlError("--accelerate goes with 'config validate'")
-    config = _load(args.config)
     if args.action == "show":
-        print(config.to_yaml(), end="")
+        print(_load(args.config).to_yaml(), end="")
         return
-    from stackrl.run import validate, validate_launch
+    from stackrl.run import validate_launch
 
-    manager = validate(config)
+    config, manager = _validated(args.config)
     order = ", ".join(config.plugin_classes) or "none"
     exclusive = {hook: manager.implementers(hook) for hook in ("generate_rollout", "estimate_advantages")}
     print(f"config ok: plugins in call order: {order}; exclusive hooks: {exclusive}")

@@ -16,8 +16,10 @@ from typing import Any, Dict, List, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from stackrl.errors import ConfigError, did_you_mean
+from stackrl import trainer_section
+from stackrl.errors import ConfigError, StackrlError, did_you_mean
 from stackrl.manager import InstalledPlugin, find_plugin, installed_plugins
+from stackrl.origins import KeyOrigins
 from stackrl.plugin import Plugin
 from stackrl.rewards import OUTCOME_REWARDS
 
@@ -95,8 +97,6 @@ class StackConfig:
 
 
 HOST_KEYS = tuple(f.name for f in dataclasses.fields(StackConfig))
-# Keys of GRPOConfig that the host owns: setting them under `trainer` would bypass it.
-HOST_OWNED_TRAINER_KEYS = {"output_dir": "output_dir", "reward_weights": "rewards"}
 
 
 @dataclass
@@ -108,12 +108,18 @@ class LoadedConfig:
     plugin_classes: dict[str, type[Plugin]]
     plugin_configs: dict[str, Any]
     installed: dict[str, InstalledPlugin]
+    origins: KeyOrigins
 
     def plugins(self) -> list[Plugin]:
         """Fresh plugin instances in config order, each with its validated config."""
         instances = []
         for name, cls in self.plugin_classes.items():
-            plugin = cls(self.plugin_configs[name])
+            try:
+                plugin = cls(self.plugin_configs[name])
+            except StackrlError:
+                raise
+            except Exception as exc:
+                raise _rejected(name, exc) from exc
             plugin.name = name
             instances.append(plugin)
         return instances
@@ -162,13 +168,14 @@ def _selected_plugins(layers) -> tuple[list[str], str]:
     return names, source
 
 
-def _explain(exc: OmegaConfBaseException, where: str, prefix: str, schema_keys) -> ConfigError:
+def _explain(exc: OmegaConfBaseException, where: str | None, prefix: str, schema_keys) -> ConfigError:
     key = f"{prefix}{exc.full_key}" if getattr(exc, "full_key", None) else prefix.rstrip(".")
+    where = f"{where}: " if where else ""
     if isinstance(exc, ConfigKeyError):
         leaf = key.rsplit(".", 1)[-1]
-        return ConfigError(f"{where}: unknown key '{key}'.{did_you_mean(leaf, schema_keys(key))}")
+        return ConfigError(f"{where}unknown key '{key}'.{did_you_mean(leaf, schema_keys(key))}")
     message = str(getattr(exc, "msg", exc)).splitlines()[0]
-    return ConfigError(f"{where}: wrong type for '{key}': {message}")
+    return ConfigError(f"{where}wrong type for '{key}': {message}")
 
 
 def _keys_at(schema: DictConfig, dotted: str) -> list[str]:
@@ -178,7 +185,8 @@ def _keys_at(schema: DictConfig, dotted: str) -> list[str]:
     return list(node.keys()) if isinstance(node, DictConfig) else []
 
 
-def _merge_checked(schema: DictConfig, layer, where: str, prefix: str = "") -> DictConfig:
+def _merge_checked(schema: DictConfig, layer, where: str | None, prefix: str = "") -> DictConfig:
+    """``layer`` merged over ``schema``; an error names ``where`` (or, with None, leaves that to KeyOrigins)."""
     try:
         return OmegaConf.merge(schema, layer)
     except OmegaConfBaseException as exc:
@@ -186,20 +194,36 @@ def _merge_checked(schema: DictConfig, layer, where: str, prefix: str = "") -> D
         raise _explain(exc, where, prefix, lambda key: _keys_at(schema, key[strip:])) from exc
 
 
-def _check_trainer_keys(trainer_section, where: str) -> None:
-    from trl import GRPOConfig
+def _resolve(tree: DictConfig, origins: KeyOrigins) -> None:
+    """Resolve every interpolation in place, against the whole stacked config."""
+    try:
+        OmegaConf.resolve(tree)
+    except OmegaConfBaseException as exc:
+        key = exc.full_key
+        message = str(getattr(exc, "msg", exc)).splitlines()[0]
+        raise ConfigError(origins.name(f"cannot resolve the interpolation in '{key}': {message}")) from exc
 
-    known = {f.name for f in dataclasses.fields(GRPOConfig)}
-    for key in trainer_section:
-        if key in HOST_OWNED_TRAINER_KEYS:
-            raise ConfigError(f"{where}: 'trainer.{key}' is set by stackrl; use '{HOST_OWNED_TRAINER_KEYS[key]}' instead")
-        if key not in known:
-            raise ConfigError(f"{where}: unknown key 'trainer.{key}' (not a GRPOConfig field).{did_you_mean(key, known)}")
+
+def _rejected(name: str, exc: Exception) -> ConfigError:
+    """A plugin's config class or constructor raised something other than a stackrl error on its settings."""
+    return ConfigError(f"plugin '{name}' rejected its settings (section '{name}'): {type(exc).__name__}: {exc}")
+
+
+def _plugin_config(name: str, cls: type[Plugin], section: DictConfig):
+    """The plugin's config object; its ``__post_init__`` may refuse a setting."""
+    typed = _merge_checked(OmegaConf.structured(cls.Config), section, None, prefix=f"{name}.")
+    try:
+        return OmegaConf.to_object(typed)
+    except StackrlError:
+        raise
+    except Exception as exc:
+        raise _rejected(name, exc) from exc
 
 
 def load_config(files, overrides=()) -> LoadedConfig:
     """Stack ``files`` then ``overrides``, validate everything, and import the selected plugins."""
     layers = _read_layers(files, overrides)
+    origins = KeyOrigins(layers)
     names, plugins_source = _selected_plugins(layers)
     installed = installed_plugins()
     classes = {name: find_plugin(name, installed, where=f"plugins ({plugins_source})").load() for name in names}
@@ -215,7 +239,7 @@ def load_config(files, overrides=()) -> LoadedConfig:
                 hint = f" '{key}' is an installed plugin: add it to 'plugins' to use this section."
             raise ConfigError(f"{where}: unknown key '{key}'.{hint}")
         if "trainer" in layer:
-            _check_trainer_keys(layer.trainer, where)
+            trainer_section.check_names(layer.trainer, where)
         host = _merge_checked(host, {k: layer[k] for k in layer if k in HOST_KEYS}, where)
         for name in sections:
             if name in layer:
@@ -223,19 +247,26 @@ def load_config(files, overrides=()) -> LoadedConfig:
 
     # One plain tree for showing and saving; the structured pieces above did the type checking.
     tree = OmegaConf.create({**OmegaConf.to_container(host), **{k: OmegaConf.to_container(v) for k, v in sections.items()}})
+    _resolve(tree, origins)
     missing = sorted(OmegaConf.missing_keys(tree))
     if missing:
         raise ConfigError(
             f"missing value for '{missing[0]}': set it in a config file or pass {missing[0]}=VALUE on the command line"
         )
-    loaded = LoadedConfig(
-        tree=tree,
-        host=OmegaConf.to_object(host),
-        plugin_classes=classes,
-        plugin_configs={name: OmegaConf.to_object(section) for name, section in sections.items()},
-        installed=installed,
-    )
-    _check_semantics(loaded)
+    with origins.naming():
+        # Checked again once resolved: what an interpolation gave must fit the schema too.
+        resolved_host = OmegaConf.masked_copy(tree, list(HOST_KEYS))
+        host = OmegaConf.to_object(_merge_checked(OmegaConf.structured(StackConfig), resolved_host, None))
+        trainer_section.check_values(host.trainer)
+        loaded = LoadedConfig(
+            tree=tree,
+            host=host,
+            plugin_classes=classes,
+            plugin_configs={name: _plugin_config(name, cls, tree[name]) for name, cls in classes.items()},
+            installed=installed,
+            origins=origins,
+        )
+        _check_semantics(loaded)
     return loaded
 
 

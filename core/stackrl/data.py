@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import string
 from pathlib import Path
 
 from datasets import Dataset, load_dataset
@@ -31,6 +33,62 @@ def _raw(section: DataSection, split: str, size: int | None) -> Dataset:
         raise ConfigError(f"data.source: cannot load dataset '{section.source}' (split {split}): {exc}") from exc
 
 
+def first_row(section: DataSection, split: str, split_key: str = "data.split") -> dict | None:
+    """One row of ``split`` (the value of the config key ``split_key``), read without loading the dataset: a
+    built-in task's first problem or a local file's first record; None for a hub dataset, whose rows are known
+    only once it is downloaded."""
+    from stackrl.tasks import TASKS
+
+    if section.source in TASKS:
+        try:
+            return _raw(section, split, 1)[0]
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"data.source: the built-in task '{section.source}' cannot make problems for {split_key}={split} "
+                f"with data.options {dict(section.options)}: {exc}"
+            ) from exc
+    suffix = Path(section.source).suffix
+    if suffix not in LOCAL_FORMATS:
+        return None
+    if not Path(section.source).is_file():
+        raise ConfigError(f"data.source: file not found: {section.source}")
+    try:
+        rows = load_dataset(LOCAL_FORMATS[suffix], data_files=section.source, split="train", streaming=True)
+        return next(iter(rows))
+    except StopIteration:
+        raise ConfigError(f"data.source: {section.source} holds no rows") from None
+    except Exception as exc:  # each format's reader raises its own errors for a malformed file
+        raise ConfigError(f"data.source: cannot read {section.source}: {type(exc).__name__}: {exc}") from exc
+
+
+def template_columns(template: str) -> list[str]:
+    """The dataset columns ``template`` formats in (``{question}``, ``{row[0]}`` -> ``row``)."""
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as exc:
+        raise ConfigError(f"data.prompt_template is not a format string: {exc}") from None
+    columns = [re.split(r"[.\[]", field)[0] for field in fields]
+    positional = [field for field, column in zip(fields, columns) if not column or column.isdigit()]
+    if positional:
+        raise ConfigError(f"data.prompt_template: '{{{positional[0]}}}' must name a dataset column")
+    return list(dict.fromkeys(columns))
+
+
+def check_columns(section: DataSection, columns: list[str], answer_needed: bool) -> None:
+    """The dataset has the answer column (where needed) and every column the prompt template names."""
+    if answer_needed and section.answer_column not in columns:
+        raise ConfigError(
+            f"data.answer_column: data.source ({section.source}) has no column '{section.answer_column}'; "
+            f"columns: {', '.join(columns)}"
+        )
+    lacking = [column for column in template_columns(section.prompt_template) if column not in columns]
+    if lacking:
+        raise ConfigError(
+            f"data.prompt_template names column '{lacking[0]}', which data.source ({section.source}) lacks; "
+            f"columns: {', '.join(columns)}"
+        )
+
+
 def load_prompts(section: DataSection, split: str | None = None, size: int | None = None, keep_answer=False):
     """The dataset with a ``prompt`` column built from ``prompt_template`` (as chat messages with ``chat``).
 
@@ -41,20 +99,11 @@ def load_prompts(section: DataSection, split: str | None = None, size: int | Non
     dataset = _raw(section, split, size)
     if size is not None and len(dataset) > size:
         dataset = dataset.select(range(size))
-    columns = dataset.column_names
     answer_needed = not section.label_free or keep_answer
-    if answer_needed and section.answer_column not in columns:
-        raise ConfigError(
-            f"data.answer_column: the dataset has no column '{section.answer_column}'; columns: {', '.join(columns)}"
-        )
+    check_columns(section, dataset.column_names, answer_needed)
 
     def prompt(row):
-        try:
-            text = section.prompt_template.format(**row)
-        except KeyError as exc:
-            raise ConfigError(
-                f"data.prompt_template names column {exc} that the dataset lacks; columns: {', '.join(columns)}"
-            ) from None
+        text = section.prompt_template.format(**row)
         if not section.chat:
             return {"prompt": text}
         system = [{"role": "system", "content": section.system_prompt}] if section.system_prompt else []

@@ -24,3 +24,8 @@ class Plugin:
 
     def __init__(self, config=None):
         self.config = config if config is not None else self.Config()
+
+    def needs_rewards(self) -> dict[str, str]:
+        """The reward components this plugin reads from ``ctx.rollout.rewards``, each under the field of ``Config``
+        that names it (``{"correct_reward": "exact_match"}``). A stack that lacks one is refused before training."""
+        return {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from importlib.metadata import version
 
 import torch
@@ -21,6 +22,7 @@ from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
 from stackrl.plots import METRICS_FILE, MetricsFile, plot_runs
+from stackrl.preflight import check_inputs
 from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.trainer import StackTrainer, last_checkpoint, reward_components, weights_by_name
 
@@ -43,13 +45,37 @@ def reward_weights(config: LoadedConfig) -> dict[str, float]:
     return {name: w for name, w in config.host.rewards.items() if w is not None}
 
 
-def validate(config: LoadedConfig) -> PluginManager:
-    """Every check a run makes before loading a model: plugins, exclusive hooks, weights, trainer settings."""
-    manager = build_plugin_manager(config)
-    weights_by_name("rewards", reward_weights(config), reward_components(outcome_rewards(config), manager))
-    weights_by_name("losses", config.host.losses, manager.implementers("loss_term"))
-    grpo_args(config)
-    return manager
+def validate(config: LoadedConfig) -> tuple[PluginManager, list[str]]:
+    """Every check a run makes before loading a model: plugins, exclusive hooks, weights, the reward components
+    plugins read, trainer settings, and what the config points to (model, data, loggers).
+
+    Returns the plugin manager and notes on what only the machine that starts the run can decide. Every error
+    and note names the file (or "command line") that set the keys it is about.
+    """
+    with config.origins.naming():
+        manager = build_plugin_manager(config)
+        components = reward_components(outcome_rewards(config), manager)
+        weights_by_name("rewards", reward_weights(config), components)
+        weights_by_name("losses", config.host.losses, manager.implementers("loss_term"))
+        _check_needed_rewards(manager, components)
+        grpo_args(config)
+        notes = check_inputs(config)
+    return manager, [config.origins.name(note) for note in notes]
+
+
+def _check_needed_rewards(manager: PluginManager, components: list[str]) -> None:
+    for name, plugin in manager.plugins.items():
+        for field, component in plugin.needs_rewards().items():
+            if component in components:
+                continue
+            if component in OUTCOME_REWARDS:
+                remedy = f"set rewards.{component} (weight 0 computes it without training on it)"
+            else:
+                remedy = f"add '{component}' to plugins"
+            raise ConfigError(
+                f"{name}.{field}: plugin '{name}' reads the reward component '{component}', which this stack lacks "
+                f"(it has {', '.join(components)}); {remedy}"
+            )
 
 
 def validate_launch(config: LoadedConfig, accelerate_file: str) -> tuple[str, list[str]]:
@@ -126,7 +152,8 @@ def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig
     try:
         return GRPOConfig(output_dir=output_dir or config.host.output_dir, **settings)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"trainer: {exc}") from exc
+        named = [f"trainer.{key}" for key in config.host.trainer if re.search(rf"\b{key}\b", str(exc))]
+        raise ConfigError(f"{', '.join(named) or 'trainer'}: {exc}") from exc
 
 
 def run_files(config: LoadedConfig) -> dict[str, str]:

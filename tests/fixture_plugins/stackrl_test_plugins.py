@@ -216,6 +216,10 @@ class Raises(Plugin):
 
     Config = RaisesConfig
 
+    def __init__(self, config=None):
+        super().__init__(config)
+        self._maybe_raise("__init__", self.config.at_step)
+
     def _maybe_raise(self, hook, step):
         if self.config.hook == hook and step >= self.config.at_step:
             raise RuntimeError("deliberate failure")
@@ -257,6 +261,10 @@ class WrongArgument(Plugin):
 @dataclass
 class NeedsValueConfig:
     threshold: float = MISSING
+
+    def __post_init__(self):  # what a plugin author naturally writes; the host reports it as a config error
+        if not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold must lie in [0, 1], not {self.threshold}")
 
 
 class NeedsValue(Plugin):

@@ -39,6 +39,9 @@ class Opsd(Plugin):
         super().__init__(config)
         check(self.config)
 
+    def needs_rewards(self) -> dict[str, str]:
+        return {"correct_reward": self.config.correct_reward} if self.config.correct_only else {}
+
     @property
     def teacher_model(self) -> str:
         """The name ``score`` knows the teacher by: the EMA is this plugin's own snapshot."""

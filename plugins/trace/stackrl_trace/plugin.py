@@ -34,6 +34,9 @@ class Trace(Plugin):
         self._pattern = re.compile(self.config.span_pattern) if self.config.spans == "rule" else None
         self._newline: dict[int, bool] = {}
 
+    def needs_rewards(self) -> dict[str, str]:
+        return {"correct_reward": self.config.correct_reward}  # every rollout's spans depend on its correctness
+
     @property
     def column(self) -> str:
         """The rollout column the spans ride in from the advantage stage to the loss stage."""
