@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from stackrl import ConfigError
 from stackrl.rewards import OUTCOME_REWARDS
@@ -10,17 +11,39 @@ from stackrl.rewards import OUTCOME_REWARDS
 MODES = ("sage", "light")
 HINT_SOURCES = ("policy", "solution")
 
-HINT_SYSTEM_PROMPT = (
-    "You help a student who is stuck on a problem. You are shown the problem and a reference solution. Write "
-    "three hints of increasing strength, each of which can be read on its own:\n"
-    "- level_1 (minimal): name the key idea or concept the problem turns on;\n"
-    "- level_2 (medium): outline the method and the main intermediate steps;\n"
-    "- level_3 (detailed): walk through most of the solution, stopping before the result.\n"
-    "No hint may state the final answer. Reply with a single JSON object inside a ```json code block, with the "
-    'string fields "level_1", "level_2" and "level_3", and nothing else.'
-)
-HINT_REQUEST_TEMPLATE = "Problem:\n{prompt}\n\nReference solution:\n{solution}\n"
-HINTED_PROMPT_TEMPLATE = "{prompt}\n\nA hint that may help:\n{hint}"
+# The authors' prompts are in recipe/hint/prompt.py of github.com/BaohaoLiao/SAGE (HINT_SYSTEM_PROMPT,
+# HINT_USER_PROMPT_TEMPLATE); ours carry the same content in the same sections, in our own words. To reproduce
+# their runs word for word, paste theirs into hint_system_prompt and hint_request_template (their {problem} is a
+# dataset column here, as in the paper recipe; {prompt} names the prompt's text).
+HINT_SYSTEM_PROMPT = """You are a tutor. A student is stuck on a hard problem, and you write hints that lead them \
+towards solving it on their own, without handing them the solution.
+
+TASK:
+You are given a question and its solution. Write hints at 3 levels, each taking the student a step further \
+towards solving the problem by themselves.
+
+HINT LEVELS:
+- Level 1: Minimal hint - identifies the central idea or approach, nothing more specific
+- Level 2: Medium hint - points the way further: which method to use, or which intermediate steps to take
+- Level 3: Detailed hint - leads the student a long way, but the student must still finish the solution themselves
+
+GUIDELINES:
+- Do not state the final answer
+- A hint should get the student thinking, not give them steps to copy out
+- Make each hint just strong enough to bridge the gap between where the student is and the solution
+
+OUTPUT FORMAT:
+```json
+{
+    "level_1": "the minimal hint",
+    "level_2": "the medium hint",
+    "level_3": "the detailed hint"
+}
+```"""
+HINT_REQUEST_TEMPLATE = "Question:\n{prompt}\n\nSolution:\n{solution}\n"
+# The authors' hinted prompt (hint_trainer.py, _build_answer_messages_with_hint): the question under a label,
+# then a line that introduces the hint, then the hint.
+HINTED_PROMPT_TEMPLATE = "Question:\n{prompt}\n\nA hint to help you:\n{hint}"
 
 
 @dataclass
@@ -41,10 +64,15 @@ class SageConfig:
     # request template is formatted with {prompt} (the prompt, or its last user message) and the dataset columns.
     hint_system_prompt: str = HINT_SYSTEM_PROMPT
     hint_request_template: str = HINT_REQUEST_TEMPLATE
-    hint_max_new_tokens: int = 1024
+    # Tokens a hint answer may take; None = the rollout's completion budget (trainer.max_completion_length), as
+    # the authors generate hints with their rollout settings.
+    hint_max_new_tokens: Optional[int] = None
     hint_temperature: float = 0.0  # 0 = greedy, as the authors decode hints
-    hint_retries: int = 3  # further attempts for answers that do not parse
-    retry_temperature: float = 1.0  # retries sample: a greedy retry would repeat the failure
+    # Attempts in all at a prompt's hints: an answer holding no hint is asked again, up to 3 attempts as the
+    # authors. Retries decode at retry_temperature, greedy as the authors by default; with transformers a greedy
+    # retry mostly repeats the failed answer, so a positive temperature lets it differ.
+    hint_attempts: int = 3
+    retry_temperature: float = 0.0
     # Cached hints older than this many steps are written anew when next needed; 0 = never rewrite a good hint.
     # The default 1 writes fresh hints in every step that needs them, as the authors do.
     hint_refresh_steps: int = 1
@@ -59,7 +87,7 @@ class SageConfig:
     level_down_above: float = 0.35
 
 
-_MINIMUMS = {"hint_max_new_tokens": 1, "hint_retries": 0, "hint_refresh_steps": 0, "hint_temperature": 0.0,
+_MINIMUMS = {"hint_max_new_tokens": 1, "hint_attempts": 1, "hint_refresh_steps": 0, "hint_temperature": 0.0,
              "retry_temperature": 0.0}
 
 
@@ -76,8 +104,9 @@ def check(config: SageConfig) -> None:
     if config.metric not in OUTCOME_REWARDS:
         refuse("metric", f"must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not '{config.metric}'")
     for key, minimum in _MINIMUMS.items():
-        if getattr(config, key) < minimum:
-            refuse(key, f"must be at least {minimum}, not {getattr(config, key)}")
+        value = getattr(config, key)
+        if value is not None and value < minimum:
+            refuse(key, f"must be at least {minimum}, not {value}")
     if config.level_up_at > config.level_down_above:
         refuse("level_up_at", f"{config.level_up_at} is above level_down_above ({config.level_down_above})")
     if "{hint}" not in config.hinted_prompt_template:

@@ -23,12 +23,13 @@ _FIELD = re.compile(r"""["']?(level_[1-9])["']?\s*:\s*"((?:[^"\\]|\\.)*)\"""", r
 _ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/n]|[bfrt](?![A-Za-z]))?')
 
 
-def parse_hints(text: str) -> list[str] | None:
-    """The hints of levels 1..3 in a policy's answer, or ``None`` when it does not hold all three.
+def parse_hints(text: str) -> list[str | None] | None:
+    """The hints of levels 1..3 in a policy's answer (``None`` for a level it lacks), or ``None`` when it holds none.
 
     Reads the first JSON object, inside a code fence if there is one; stray text around it is ignored. When the
     object is not valid JSON (a trailing comma, a missing closing brace), every field whose string value is
     complete is still recovered; a value cut off mid-string counts as missing. LaTeX commands keep their backslash.
+    An answer with some levels only is kept, as the authors keep a partial answer: the missing levels are skipped.
     """
     fenced = _FENCE.search(text)
     body = fenced.group(1) if fenced else text
@@ -39,10 +40,9 @@ def parse_hints(text: str) -> list[str] | None:
     fields = _json_object(body)
     if fields is None:
         fields = {key: json.loads(f'"{raw}"', strict=False) for key, raw in _FIELD.findall(body)}
-    hints = [fields.get(key) for key in LEVEL_KEYS]
-    if all(isinstance(h, str) and h.strip() for h in hints):
-        return [h.strip() for h in hints]
-    return None
+    values = [fields.get(key) for key in LEVEL_KEYS]
+    hints = [v.strip() if isinstance(v, str) and v.strip() else None for v in values]
+    return hints if any(hints) else None
 
 
 def _json_object(text: str) -> dict | None:
@@ -125,41 +125,43 @@ class HintBank:
 
     def __init__(self, config: SageConfig):
         self.config = config
-        self.entries: dict[str, dict] = {}  # prompt key -> {"hints": [level 1, 2, 3], "step": step written}
+        # prompt key -> {"hints": [level 1, 2, 3] (None where the answer lacked that level), "step": step written}
+        self.entries: dict[str, dict] = {}
 
-    def lookup(self, problems: list[Problem], ctx) -> list[list[str] | None]:
-        """The hints of each problem (``None`` where none could be written), writing stale ones in one batch."""
+    def lookup(self, problems: list[Problem], ctx) -> list[list[str | None]]:
+        """The hints of levels 1..3 of each problem (``None`` for a level it has no hint for), writing stale
+        ones in one batch."""
         stale = {p.key: p for p in problems if not self._fresh(p.key, ctx.step)}
         if stale:
             written = self._write(list(stale.values()), ctx)
             for key, hints in written.items():
                 self.entries[key] = {"hints": hints, "step": ctx.step}
             ctx.log("hint_failures", len(stale) - len(written))
-        return [self.entries[p.key]["hints"] if p.key in self.entries else None for p in problems]
+        return [self.entries[p.key]["hints"] if p.key in self.entries else [None] * LEVELS for p in problems]
 
     def _fresh(self, key: str, step: int) -> bool:
         entry = self.entries.get(key)
         refresh = self.config.hint_refresh_steps
         return entry is not None and (refresh == 0 or step - entry["step"] < refresh)
 
-    def _write(self, problems: list[Problem], ctx) -> dict[str, list[str]]:
+    def _write(self, problems: list[Problem], ctx) -> dict[str, list[str | None]]:
         if self.config.hint_source == "solution":
             cut = {p.key: solution_hints(p.solution) for p in problems}
             return {key: hints for key, hints in cut.items() if hints is not None}
         return self._ask_policy(problems, ctx)
 
-    def _ask_policy(self, problems: list[Problem], ctx) -> dict[str, list[str]]:
+    def _ask_policy(self, problems: list[Problem], ctx) -> dict[str, list[str | None]]:
         config = self.config
         requests = {p.key: self._request(p) for p in problems}
+        budget = {} if config.hint_max_new_tokens is None else {"max_new_tokens": config.hint_max_new_tokens}
         written = {}
-        for attempt in range(1 + config.hint_retries):
+        for attempt in range(config.hint_attempts):
             pending = [key for key in requests if key not in written]
             if not pending:
                 break
             temperature = config.hint_temperature if attempt == 0 else config.retry_temperature
             sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
-            sampling["max_new_tokens"] = config.hint_max_new_tokens
-            answers = ctx.generate([requests[k] for k in pending], **sampling)
+            answers = ctx.generate([requests[k] for k in pending], **sampling, **budget)
             for key, answer in zip(pending, answers):
                 hints = parse_hints(answer.text)
                 if hints is not None:

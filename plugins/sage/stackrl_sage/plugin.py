@@ -27,7 +27,8 @@ class Sage(stackrl.Plugin):
         check(self.config)
         self.bank = HintBank(self.config)
         self.tracker = LevelTracker(self.config.level_up_at, self.config.level_down_above)
-        self._visit: list[str] | None = None  # mode light: the tracker keys of the batch awaiting its accuracy
+        # mode light: (tracker key, level shown) of each group of the batch awaiting its accuracy
+        self._visit: list[tuple[str, int]] | None = None
         self._awaiting_rollout = False  # mode sage: a training batch began and generate_rollout has not run yet
 
     # -- sample -----------------------------------------------------------------------------------------------------
@@ -41,18 +42,23 @@ class Sage(stackrl.Plugin):
             return None
         size = ctx.group_size
         keys = [prompt_key(prompts[first]) for first in range(0, len(prompts), size)]
-        self._visit = keys
-        levels = [self.tracker.level(key) for key in keys]
-        ctx.log("hint_level", sum(levels) / len(levels))
-        hinted = [g for g, level in enumerate(levels) if level > 0]
-        hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in hinted], ctx) if hinted else []
+        tracked = [self.tracker.level(key) for key in keys]
+        wanted = [g for g, level in enumerate(tracked) if level > 0]
+        hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in wanted], ctx)
+        # A group without a hint at its tracked level goes unhinted, and its visit counts as one at level 0: the
+        # authors record the level a prompt was shown at, not the level it was due.
+        levels = [0] * len(keys)
         out = list(prompts)
-        for g, group_hints in zip(hinted, hints):
-            if group_hints is None:
+        for g, group_hints in zip(wanted, hints):
+            hint = group_hints[tracked[g] - 1]
+            if hint is None:
                 continue
+            levels[g] = tracked[g]
             for row in range(g * size, (g + 1) * size):
-                out[row] = self._hinted(prompts, ctx, row, group_hints[levels[g] - 1])
-        ctx.log("hinted_groups", sum(h is not None for h in hints) / len(keys))
+                out[row] = self._hinted(prompts, ctx, row, hint)
+        self._visit = list(zip(keys, levels))
+        ctx.log("hint_level", sum(levels) / len(levels))
+        ctx.log("hinted_groups", sum(level > 0 for level in levels) / len(levels))
         if self.config.train_on_original:
             ctx.train_on_original = True
         return out
@@ -69,13 +75,14 @@ class Sage(stackrl.Plugin):
         rewards = self._rewards([s.text for s in samples], answers).view(-1, size)
         unsolved = [g for g in range(len(rewards)) if not (rewards[g] > 0).any()]
         ctx.log("unsolved_groups", len(unsolved) / len(rewards))
-        hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in unsolved], ctx) if unsolved else []
+        hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in unsolved], ctx)
         hints = dict(zip(unsolved, hints))
         levels = [0] * len(rewards)
         for level in range(1, LEVELS + 1):
-            todo = [g for g in unsolved if hints[g] is not None]
+            # A group whose answer lacked this level's hint waits for the next level, as in the authors' code.
+            todo = [g for g in unsolved if hints[g][level - 1] is not None]
             if not todo:
-                break
+                continue
             rows = [row for g in todo for row in range(g * size, (g + 1) * size)]
             redone = ctx.generate([self._hinted(prompts, ctx, row, hints[row // size][level - 1]) for row in rows])
             for row, sample in zip(rows, redone):
@@ -83,7 +90,7 @@ class Sage(stackrl.Plugin):
             rewards[todo] = self._rewards([s.text for s in redone], [answers[row] for row in rows]).view(-1, size)
             for g in todo:
                 levels[g] = level
-            unsolved = [g for g in todo if not (rewards[g] > 0).any()]
+            unsolved = [g for g in unsolved if not (rewards[g] > 0).any()]
         solved = (rewards > 0).any(dim=1).tolist()
         ctx.log("hint_level", sum(levels) / len(levels))
         ctx.log("rescued_groups", sum(ok and lv > 0 for ok, lv in zip(solved, levels)) / len(levels))
@@ -103,12 +110,12 @@ class Sage(stackrl.Plugin):
             )
         if self._visit is None:  # mode sage, or a rollout already counted (steps_per_generation > 1)
             return
-        keys, self._visit = self._visit, None
+        visit, self._visit = self._visit, None
         rollout = ctx.rollout
         accuracy = self._rewards(rollout.completions, self._column(rollout.columns, "answer_column"))
         accuracy = accuracy.view(-1, rollout.group_size).mean(dim=1)
-        for key, value in zip(keys, accuracy.tolist(), strict=True):
-            self.tracker.update(key, value)
+        for (key, level), value in zip(visit, accuracy.tolist(), strict=True):
+            self.tracker.update(key, level, value)
         ctx.log("tracked_prompts", len(self.tracker))
 
     # -- checkpoints ------------------------------------------------------------------------------------------------

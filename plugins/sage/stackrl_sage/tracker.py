@@ -6,8 +6,9 @@ from stackrl_sage.hints import LEVELS
 
 
 class LevelTracker:
-    """Level 0 (no hint) on a prompt's first visit; after each visit, one level up when the accuracy was at most
-    ``up_at`` (capped at the top level), one down when it was above ``down_above`` (floored at 0)."""
+    """Level 0 (no hint) on a prompt's first visit; after each visit, one level above the level the visit was
+    shown at when its accuracy was at most ``up_at`` (capped at the top level), one below when it was above
+    ``down_above`` (floored at 0), the same level otherwise."""
 
     def __init__(self, up_at: float, down_above: float):
         self.up_at = up_at
@@ -20,10 +21,10 @@ class LevelTracker:
     def level(self, key: str) -> int:
         return self.levels.get(key, 0)
 
-    def update(self, key: str, accuracy: float) -> None:
-        level = self.level(key)
+    def update(self, key: str, shown: int, accuracy: float) -> None:
+        """Record a visit of ``key`` hinted at level ``shown`` (0 when it went without a hint) with ``accuracy``."""
         if accuracy <= self.up_at:
-            level = min(level + 1, LEVELS)
+            shown = min(shown + 1, LEVELS)
         elif accuracy > self.down_above:
-            level = max(level - 1, 0)
-        self.levels[key] = level
+            shown = max(shown - 1, 0)
+        self.levels[key] = shown

@@ -34,9 +34,21 @@ def test_truncated_after_the_last_value_is_recovered():
     assert parse_hints(text) == WANT
 
 
-def test_truncated_inside_a_value_is_refused():
+def test_truncated_inside_a_value_keeps_the_complete_levels():
     text = json.dumps(HINTS)
-    assert parse_hints(text[: text.index("For n even") + 5]) is None
+    assert parse_hints(text[: text.index("For n even") + 5]) == [*WANT[:2], None]
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ('{"level_1": "only one"}', ["only one", None, None]),
+        ('{"level_1": "a", "level_2": "", "level_3": "c"}', ["a", None, "c"]),
+        ('{"level_1": "a", "level_2": 2, "level_3": "c"}', ["a", None, "c"]),
+    ],
+)
+def test_a_partial_answer_keeps_the_levels_it_holds(text, want):
+    assert parse_hints(text) == want
 
 
 def test_latex_written_with_single_backslashes_keeps_them():
@@ -56,13 +68,12 @@ def test_trailing_comma_and_single_quoted_keys_are_tolerated():
         "",
         "I cannot help with that.",
         "{not json at all",
-        '{"level_1": "only one"}',
-        '{"level_1": "a", "level_2": "", "level_3": "c"}',
-        '{"level_1": "a", "level_2": 2, "level_3": "c"}',
+        '{"hint": "a", "level_4": "b"}',
+        '{"level_1": "", "level_2": 2, "level_3": null}',
         '["level_1", "level_2", "level_3"]',
     ],
 )
-def test_garbage_and_incomplete_answers_are_refused(text):
+def test_answers_without_any_hint_are_refused(text):
     assert parse_hints(text) is None
 
 
@@ -125,15 +136,26 @@ def problems(*names):
     return [Problem(key=n, text=f"problem {n}", solution=f"solution {n}", columns={}) for n in names]
 
 
-def test_hints_are_written_in_one_batch_and_only_failures_retried():
-    bank = HintBank(SageConfig(hint_retries=2))
-    ctx = ScriptedContext([[json.dumps(HINTS), "garbage", "garbage"], [json.dumps(HINTS), "garbage"], ["garbage"]])
+def test_hints_are_written_in_one_batch_and_only_failures_retried_three_attempts_in_all():
+    bank = HintBank(SageConfig())
+    partial = json.dumps({"level_2": "Split into cases."})
+    ctx = ScriptedContext([[json.dumps(HINTS), "garbage", "garbage"], [partial, "garbage"], ["garbage"]])
     got = bank.lookup(problems("a", "b", "c"), ctx)
-    assert got == [WANT, WANT, None]
+    assert got == [WANT, [None, "Split into cases.", None], [None] * 3]
     assert [n for n, _ in ctx.calls] == [3, 2, 1]
-    assert ctx.calls[0][1]["do_sample"] is False  # the first answer is greedy, as the authors decode hints
-    assert ctx.calls[1][1] == {"max_new_tokens": 1024, "do_sample": True, "temperature": 1.0}
+    # Greedy every time, within the rollout's completion budget (no override), as the authors.
+    assert [sampling for _, sampling in ctx.calls] == [{"do_sample": False}] * 3
     assert ctx.logged["hint_failures"] == 1
+
+
+def test_retries_can_sample_and_the_budget_can_be_set():
+    bank = HintBank(SageConfig(hint_attempts=2, retry_temperature=1.0, hint_max_new_tokens=64))
+    ctx = ScriptedContext([["garbage"], ["garbage"]])
+    assert bank.lookup(problems("a"), ctx) == [[None] * 3]
+    assert [sampling for _, sampling in ctx.calls] == [
+        {"do_sample": False, "max_new_tokens": 64},
+        {"do_sample": True, "temperature": 1.0, "max_new_tokens": 64},
+    ]
 
 
 def test_a_prompt_asked_twice_in_a_batch_is_written_once():
@@ -150,11 +172,11 @@ def test_the_request_carries_the_problem_and_its_solution():
     bank.lookup(problems("a"), ctx)
     system, user = captured[0]
     assert system["role"] == "system" and "level_1" in system["content"]
-    assert user == {"role": "user", "content": "Problem:\nproblem a\n\nReference solution:\nsolution a\n"}
+    assert user == {"role": "user", "content": "Question:\nproblem a\n\nSolution:\nsolution a\n"}
 
 
 def test_fresh_hints_are_reused_stale_ones_rewritten_and_failures_fall_back():
-    bank = HintBank(SageConfig(hint_refresh_steps=2, hint_retries=0))
+    bank = HintBank(SageConfig(hint_refresh_steps=2, hint_attempts=1))
     newer = {**HINTS, "level_1": "Newer."}
     ctx = ScriptedContext([[json.dumps(HINTS)], ["garbage"], [json.dumps(newer)]])
     assert bank.lookup(problems("a"), ctx) == [WANT]
@@ -181,5 +203,5 @@ def test_solution_source_needs_no_policy():
     three = Problem("a", "q", "1 + 2 = 3\n3 * 4 = 12\n12 - 5 = 7\nThe answer is 7.", {})
     short = Problem("b", "q", "The answer is 7.", {})
     ctx = ScriptedContext([])
-    assert bank.lookup([three, short], ctx) == [solution_hints(three.solution), None]
+    assert bank.lookup([three, short], ctx) == [solution_hints(three.solution), [None] * 3]
     assert ctx.calls == [] and ctx.logged["hint_failures"] == 1
