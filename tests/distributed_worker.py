@@ -124,9 +124,7 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
     if run.get("job"):  # the whole `stackrl train` job, evaluation before and after included
         from stackrl.run import train
 
-        result = train(config)
-        evaluations = {label: figures for label, figures in result.items() if label != "run_dir"}
-        report = {"rank": rank, "evaluations": evaluations}
+        report = {"rank": rank, "evaluations": train(config)["evaluations"]}
         out.mkdir(parents=True, exist_ok=True)
         (out / f"rank{rank}.json").write_text(json.dumps(report))
         return report

@@ -123,14 +123,13 @@ def evaluated(tiny_model_dir, tmp_path_factory):
 
 
 def test_eval_every_steps_measures_during_training_without_changing_it(evaluated):
-    _, result = evaluated["every-2"]
-    labels = [k for k in result if k not in ("run_dir", "warnings")]
-    assert labels == ["before", "step 2", "after"]  # step 4 is "after", once
+    evaluations = evaluated["every-2"][1]["evaluations"]
+    assert list(evaluations) == ["before", "step 2", "after"]  # step 4 is "after", once
     records = {name: _records(run / METRICS_FILE) for name, (run, _) in evaluated.items()}
     assert [r["step"] for r in records["every-2"] if "eval/pass@1" in r] == [0, 2, 4]
     assert [r["step"] for r in records["ends-only"] if "eval/pass@1" in r] == [0, 4]
     assert [r["eval/pass@1"] for r in records["every-2"] if r["step"] == 2 and "eval/pass@1" in r] == [
-        result["step 2"]["pass@1"]
+        evaluations["step 2"]["pass@1"]
     ]
     # Every step is still logged, with the same numbers: evaluating leaves the training's random streams alone.
     training = {name: [(r["step"], r["loss"], r["reward"]) for r in rs if "loss" in r] for name, rs in records.items()}

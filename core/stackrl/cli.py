@@ -49,11 +49,12 @@ def cmd_train(args) -> None:
 
     if not PartialState().is_main_process:  # one summary for a multi-process run
         return
-    if "after" in result:
+    evaluations = result["evaluations"]
+    if "after" in evaluations:
         k = config.host.eval.samples
         for metric in ("pass@1", f"maj@{k}"):
-            before = f"{result['before'][metric]:.3f} before -> " if "before" in result else ""
-            print(f"held-out {metric}: {before}{result['after'][metric]:.3f} after")
+            before = f"{evaluations['before'][metric]:.3f} before -> " if "before" in evaluations else ""
+            print(f"held-out {metric}: {before}{evaluations['after'][metric]:.3f} after")
     for name, count in sorted(result["warnings"].items()):
         print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
     print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")

@@ -282,8 +282,8 @@ def _stored_evaluations(run_dir: str) -> dict:
 
 def train(config: LoadedConfig, resume=None) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
-    Returns the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences of each plugin
-    warning (``ctx.warn``).
+    Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences
+    of each plugin warning (``ctx.warn``).
 
     A resumed run reports the "before" figures its first run stored in the run folder. Ctrl-C stops training with
     :class:`TrainingInterrupted`, which names the run's last checkpoint.
@@ -323,7 +323,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
         plot_runs([run_dir])
-    return {"run_dir": run_dir, "warnings": dict(trainer.warnings), **evaluations}
+    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings)}
 
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:
