@@ -140,7 +140,8 @@ def test_a_plugin_failing_to_give_its_state_writes_no_checkpoint(make_config, tm
     )
     with pytest.raises(PluginHookError) as error:
         train_steps(config, steps=1)
-    assert str(error.value).splitlines()[0] == "plugin 'raises' failed in hook 'state_dict': RuntimeError: deliberate failure"
+    first_line = str(error.value).splitlines()[0]
+    assert first_line == "plugin 'raises' failed in hook 'state_dict': RuntimeError: deliberate failure"
     assert not os.path.exists(tmp_path / "run" / "checkpoint-1")
 
 

@@ -77,8 +77,8 @@ def test_each_distribution_builds_a_wheel_and_an_sdist(dist):
 def test_installed_wheels_list_the_plugins_and_train(fresh, tmp_path):
     # stackrl and every plugin come from the wheels, not from this checkout.
     modules = ["stackrl", *(f"stackrl_{name}" for name in plugin_folders(ROOT))]
-    where = run(fresh / "python", "-c", f"import {', '.join(modules)}; print({', '.join(m + '.__file__' for m in modules)})",
-                env=user_env(), cwd=tmp_path).stdout
+    code = f"import {', '.join(modules)}; print({', '.join(m + '.__file__' for m in modules)})"
+    where = run(fresh / "python", "-c", code, env=user_env(), cwd=tmp_path).stdout
     assert str(ROOT) not in where and where.count(str(fresh.parent)) == len(modules), where
 
     listed = json.loads(run(fresh / "stackrl", "plugins", "--json", env=user_env(), cwd=tmp_path).stdout)

@@ -3,8 +3,8 @@
 The default is one per CPU this process may use. Idle threads of torch's OpenMP pool sleep rather than spin
 (``OMP_WAIT_POLICY=PASSIVE``, set when stackrl is imported, unless already set): spinning threads stall a run on
 a machine where other jobs take CPUs. On two busy cores, a step of the built-in model with two spinning threads
-took 8 to 13 times as long as with one thread; with two sleeping threads, about as long. With the other jobs held back, two threads took
-0.7 times as long as one, whether they spin or sleep.
+took 8 to 13 times as long as with one thread; with two sleeping threads, about as long. With the other jobs held
+back, two threads took 0.7 times as long as one, whether they spin or sleep.
 """
 
 from __future__ import annotations
