@@ -150,7 +150,7 @@ def test_resume_without_a_checkpoint_is_refused_before_anything_runs(
     before = previous_run()
     code, out, err = stackrl(capfd, "train", path, "--resume")
     assert code == 2
-    assert err.splitlines() == [f"stackrl: error: {message.format(run=tmp_path / 'run')}"]
+    assert err.splitlines() == [f"stackrl: error: {path}: {message.format(run=tmp_path / 'run')}"]
     assert out == ""
     assert previous_run() == before
 

@@ -289,7 +289,8 @@ def train(config: LoadedConfig, resume=None) -> dict:
     :class:`TrainingInterrupted`, which names the run's last checkpoint.
     """
     validate(config)
-    checkpoint = resume_checkpoint(config, resume)
+    with config.origins.naming():
+        checkpoint = resume_checkpoint(config, resume)
     use_threads(config)
     run_dir = config.host.output_dir
     stored = _stored_evaluations(run_dir) if checkpoint else {}
