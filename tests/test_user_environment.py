@@ -115,9 +115,13 @@ def test_available_cpus_follow_the_cgroup_quota(tmp_path):
     assert available_cpus(cpu_max) == cpus
 
 
-def test_importing_stackrl_lets_idle_threads_sleep_unless_told_otherwise():
-    read = [sys.executable, "-c", "import os, stackrl; print(os.environ['OMP_WAIT_POLICY'])"]
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    assert subprocess.run(read, capture_output=True, text=True, env=env, check=True).stdout.strip() == "PASSIVE"
-    env["OMP_WAIT_POLICY"] = "ACTIVE"
-    assert subprocess.run(read, capture_output=True, text=True, env=env, check=True).stdout.strip() == "ACTIVE"
+def test_importing_stackrl_bounds_idle_spinning_unless_told_otherwise():
+    read = [sys.executable, "-c", "import os, stackrl; print(os.environ.get('GOMP_SPINCOUNT'))"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+
+    def spin_count(**chosen):
+        return subprocess.run(read, capture_output=True, text=True, env={**env, **chosen}, check=True).stdout.strip()
+
+    assert spin_count() == "100000"
+    assert spin_count(GOMP_SPINCOUNT="5") == "5"
+    assert spin_count(OMP_WAIT_POLICY="PASSIVE") == "None"

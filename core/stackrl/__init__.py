@@ -1,10 +1,9 @@
 """stackrl: RL post-training methods for language models as plugins, stacked on TRL's GRPOTrainer."""
 
-import os
+from stackrl.cpu import bound_idle_spinning
 
-# Idle threads of torch's OpenMP pool sleep rather than spin (stackrl.cpu says why). Set before torch is imported:
-# OpenMP reads it once, when torch loads it.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Before torch is imported: OpenMP reads its settings once, when torch loads it.
+bound_idle_spinning()
 
 from stackrl.context import (
     AdvantageContext,
