@@ -74,8 +74,10 @@ def test_ctrl_c_stops_cleanly_and_the_command_resumes_exactly(tiny_model_dir, tm
     summary an uninterrupted run prints, logs every step once, and ends with the same weights and plugin state."""
     run = tmp_path / "run"
     path = tmp_path / "run.yaml"
-    trainer = {**TINY_TRAINER, "save_strategy": "steps", "save_steps": 3, "max_steps": 1000,
-               "lr_scheduler_type": "constant"}  # constant: the first run's length does not shape the schedule
+    # Checkpoints far apart: the run is interrupted a step or two after one is passed, well before the next.
+    # Constant lr: the first run's length does not shape the schedule.
+    trainer = {**TINY_TRAINER, "save_strategy": "steps", "save_steps": 10, "max_steps": 1000,
+               "lr_scheduler_type": "constant"}
     path.write_text(yaml.safe_dump({
         "model": {"name_or_path": str(tiny_model_dir)},
         "data": {"size": 32},
