@@ -288,7 +288,6 @@ def train(config: LoadedConfig, resume=None) -> dict:
     A resumed run reports the "before" figures its first run stored in the run folder. Ctrl-C stops training with
     :class:`TrainingInterrupted`, which names the run's last checkpoint.
     """
-    validate(config)
     with config.origins.naming():
         checkpoint = resume_checkpoint(config, resume)
     use_threads(config)
