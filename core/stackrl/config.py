@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -114,12 +115,8 @@ class LoadedConfig:
         """Fresh plugin instances in config order, each with its validated config."""
         instances = []
         for name, cls in self.plugin_classes.items():
-            try:
+            with _settings_of(name):
                 plugin = cls(self.plugin_configs[name])
-            except StackrlError:
-                raise
-            except Exception as exc:
-                raise _rejected(name, exc) from exc
             plugin.name = name
             instances.append(plugin)
         return instances
@@ -204,20 +201,25 @@ def _resolve(tree: DictConfig, origins: KeyOrigins) -> None:
         raise ConfigError(origins.name(f"cannot resolve the interpolation in '{key}': {message}")) from exc
 
 
-def _rejected(name: str, exc: Exception) -> ConfigError:
-    """A plugin's config class or constructor raised something other than a stackrl error on its settings."""
-    return ConfigError(f"plugin '{name}' rejected its settings (section '{name}'): {type(exc).__name__}: {exc}")
+@contextmanager
+def _settings_of(name: str):
+    """Within this block, plugin ``name`` judges its settings (its config class, its constructor): anything it
+    raises other than a stackrl error becomes a config error naming its section."""
+    try:
+        yield
+    except StackrlError:
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"plugin '{name}' rejected its settings (section '{name}'): {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _plugin_config(name: str, cls: type[Plugin], section: DictConfig):
     """The plugin's config object; its ``__post_init__`` may refuse a setting."""
     typed = _merge_checked(OmegaConf.structured(cls.Config), section, None, prefix=f"{name}.")
-    try:
+    with _settings_of(name):
         return OmegaConf.to_object(typed)
-    except StackrlError:
-        raise
-    except Exception as exc:
-        raise _rejected(name, exc) from exc
 
 
 def load_config(files, overrides=()) -> LoadedConfig:
