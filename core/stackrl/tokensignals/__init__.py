@@ -1,0 +1,43 @@
+"""Privileged-teacher token signals: the sampled tokens scored under named contexts, once per batch, shared.
+
+Methods that turn the gap between the policy and the same model shown privileged context (a reference solution,
+a hint, an assertion that the answer is right or wrong) into per-token credit share this block:
+
+- :class:`SignalContext` (with :data:`STUDENT`, :data:`REFERENCE`): what tokens are scored under;
+  :mod:`stackrl.tokensignals.contexts` lists the derived fields templates may use (wrong hints, assertions);
+- :class:`TokenSignals`: ``TokenSignals.of(ctx)`` scores each row once per distinct context and caches the result
+  for every plugin of the stage: log-probs, gaps, contrasts, entropy and top-k mass;
+- :func:`entropy_and_topk_mass`: per-position statistics computed a chunk of positions at a time;
+- :mod:`stackrl.tokensignals.modulators`: signals into advantages (magnitude weights, budget-preserving
+  reallocation, routing, gates).
+"""
+
+from stackrl.tokensignals.contexts import DERIVED_FIELDS, REFERENCE, STUDENT, SignalContext, derived_fields
+from stackrl.tokensignals.modulators import (
+    entropy_gate,
+    inverse_sensitivity,
+    magnitude_weights,
+    mean_one,
+    per_token,
+    reallocate,
+    route,
+)
+from stackrl.tokensignals.service import TokenSignals
+from stackrl.tokensignals.statistics import entropy_and_topk_mass
+
+__all__ = [
+    "DERIVED_FIELDS",
+    "REFERENCE",
+    "STUDENT",
+    "SignalContext",
+    "TokenSignals",
+    "derived_fields",
+    "entropy_and_topk_mass",
+    "entropy_gate",
+    "inverse_sensitivity",
+    "magnitude_weights",
+    "mean_one",
+    "per_token",
+    "reallocate",
+    "route",
+]

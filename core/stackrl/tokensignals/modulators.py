@@ -1,0 +1,77 @@
+"""Token modulators: turn per-token signals into per-token advantages.
+
+Every function takes ``(N, T)`` tensors with a ``(N, T)`` 0/1 ``mask`` of real tokens and returns ``(N, T)``
+values that are zero on padding. Sequence advantages are ``(N,)``; a modulator never changes their sign.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from stackrl.errors import StackrlError
+
+
+def per_token(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Advantages as ``(N, T)``: a sequence advantage repeated on each of its tokens, per-token ones kept."""
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1).expand_as(mask)
+    return advantages * mask
+
+
+def mean_one(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Positive ``weights`` scaled per sequence so that their mean over the sequence's tokens is 1."""
+    mask = mask.to(weights.dtype)
+    total = (weights * mask).sum(1, keepdim=True)
+    count = mask.sum(1, keepdim=True)
+    return torch.where(total > 0, weights * count / total.clamp_min(torch.finfo(weights.dtype).tiny), mask)
+
+
+def magnitude_weights(signal: torch.Tensor, direction: torch.Tensor, mask: torch.Tensor, clip: float) -> torch.Tensor:
+    """``exp(sign(direction) * clamp(signal, -clip, clip))``: positive weights, so they never flip an advantage.
+
+    ``direction`` is ``(N,)`` or ``(N, T)`` (usually the advantages): where it is positive, tokens with a large
+    signal weigh more; where negative, tokens with a small (very negative) signal weigh more; where zero, 1.
+    """
+    if clip <= 0:
+        raise StackrlError(f"magnitude_weights: clip must be positive, not {clip}")
+    sign = per_token(direction.sign(), mask)
+    return torch.exp(sign * signal.clamp(-clip, clip)) * mask
+
+
+def reallocate(advantages: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Budget-preserving credit: ``A * w_t * T / sum_u w_u``.
+
+    ``advantages`` is ``(N,)`` or ``(N, T)``; ``weights`` are non-negative. Each sequence keeps its total credit
+    (the sum of its token advantages) and its sign: only the split of the credit across its tokens changes.
+    A sequence whose weights are all zero keeps its advantages as they were.
+    """
+    if (weights < 0).any():
+        raise StackrlError("reallocate: weights must be non-negative, or a token's credit would change sign")
+    token_advantages = per_token(advantages, mask)
+    if advantages.dim() == 1:
+        return token_advantages * mean_one(weights, mask)
+    # Per-token advantages: each token's share of the sequence's credit moves with its weight, the total stays.
+    weighted = token_advantages * weights
+    total, new_total = token_advantages.sum(1, keepdim=True), weighted.sum(1, keepdim=True)
+    ratio = torch.where(new_total != 0, total / torch.where(new_total != 0, new_total, 1.0), 0.0)
+    scaled = weighted * ratio
+    keep = (new_total == 0) | (ratio < 0)  # nothing to reallocate, or the reweighting would flip the sign
+    return torch.where(keep, token_advantages, scaled)
+
+
+def route(correct: torch.Tensor, if_correct: torch.Tensor, if_incorrect: torch.Tensor) -> torch.Tensor:
+    """Rows of ``if_correct`` where ``correct`` (``(N,)`` bool) holds, rows of ``if_incorrect`` elsewhere."""
+    return torch.where(correct.bool().unsqueeze(1), if_correct, if_incorrect)
+
+
+def inverse_sensitivity(sensitivity: torch.Tensor, strength: float) -> torch.Tensor:
+    """``1 / (1 + strength * sensitivity)``: down-weights tokens by how far a context moves them (non-negative)."""
+    if strength < 0:
+        raise StackrlError(f"inverse_sensitivity: strength must be non-negative, not {strength}")
+    return 1.0 / (1.0 + strength * sensitivity.abs())
+
+
+def entropy_gate(entropy: torch.Tensor, mask: torch.Tensor, threshold: float, *, above: bool = True) -> torch.Tensor:
+    """1.0 on the tokens whose entropy is above ``threshold`` (or at most it, with ``above=False``), else 0."""
+    gate = entropy > threshold if above else entropy <= threshold
+    return gate.to(mask.dtype if mask.is_floating_point() else torch.float32) * mask

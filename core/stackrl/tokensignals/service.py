@@ -1,0 +1,133 @@
+"""The per-batch token-signal service: each row's sampled tokens scored once per distinct context, then shared.
+
+``TokenSignals.of(ctx)`` is the service of the batch a hook sees: the whole rollout in the advantage stage (no
+gradient; results on the CPU, where advantages live), one micro-batch in ``loss_term`` (results on the loss's
+device). Every plugin of the stage gets the same service, so a context two plugins ask for is scored once.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from stackrl.context import LossContext
+from stackrl.tokensignals.contexts import STUDENT, SignalContext
+from stackrl.tokensignals.statistics import entropy_and_topk_mass
+
+if TYPE_CHECKING:
+    from stackrl.context import Rollout
+
+# One service per rollout object (a generation batch, or a loss micro-batch), dropped with it.
+_SERVICES: dict[int, TokenSignals] = {}
+
+
+@dataclass
+class _Scored:
+    """One row scored under one context: the sampled tokens' log-probs, and per-position statistics if asked."""
+
+    logprobs: torch.Tensor
+    entropy: torch.Tensor | None = None
+    topk_mass: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+class TokenSignals:
+    """Per-token signals of one batch, ``(N, T)`` each, zero on padding (``mask``); ``T`` the longest completion.
+
+    Each method takes :class:`SignalContext`\\ s and optionally ``model`` (any model ``ctx.score`` knows) and
+    ``temperature`` (default: the run's sampling temperature, the one TRL's loss uses). Statistics (entropy,
+    top-k mass) need the whole next-token distribution; ask for them first when a context needs both, since a
+    context scored for log-probs alone is scored again for them.
+    """
+
+    rows_per_forward = 4  # rows scored per forward when statistics are asked (their full distributions are held)
+
+    def __init__(self, ctx, rollout: Rollout):
+        self._ctx = ctx
+        self._rollout = weakref.proxy(rollout)
+        self._cache: dict[tuple, _Scored] = {}
+        self.device = ctx.completion_ids.device if isinstance(ctx, LossContext) else torch.device("cpu")
+        self.mask = rollout.completion_mask().to(self.device)
+
+    @classmethod
+    def of(cls, ctx) -> TokenSignals:
+        """The service of ``ctx.rollout``: created on first use, shared by every later call on the same batch."""
+        rollout = ctx.rollout
+        service = _SERVICES.get(id(rollout))
+        if service is None:
+            service = _SERVICES[id(rollout)] = cls(ctx, rollout)
+            weakref.finalize(rollout, _SERVICES.pop, id(rollout), None)
+        service._ctx = ctx  # the latest hook's context: its plugin name is the one warnings and logs go to
+        return service
+
+    # -- signals ------------------------------------------------------------------------------------------------
+
+    def logprobs(self, context: SignalContext, *, model: str = "policy", temperature: float | None = None):
+        """``log pi(y_t | context, y_<t)`` of every sampled token."""
+        return self._stack([s.logprobs for s in self._scored(context, model, temperature)])
+
+    def gap(self, teacher: SignalContext, student: SignalContext = STUDENT, **options) -> torch.Tensor:
+        """``log pi(y_t | teacher) - log pi(y_t | student)``: how much more the teacher expects each token."""
+        return self.logprobs(teacher, **options) - self.logprobs(student, **options)
+
+    def contrast(self, first: SignalContext, second: SignalContext, **options) -> torch.Tensor:
+        """``log pi(y_t | first) - log pi(y_t | second)``: the student's own term cancels between two teachers."""
+        return self.logprobs(first, **options) - self.logprobs(second, **options)
+
+    def entropy(self, context: SignalContext, *, model: str = "policy", temperature: float | None = None):
+        """The entropy of the next-token distribution at each position, under ``context``."""
+        return self._stack([s.entropy for s in self._scored(context, model, temperature, statistics=True)])
+
+    def topk_mass(self, context: SignalContext, k: int, *, model: str = "policy", temperature: float | None = None):
+        """The probability of the ``k`` most likely next tokens at each position, under ``context``."""
+        scored = self._scored(context, model, temperature, statistics=True, k=k)
+        return self._stack([s.topk_mass[k] for s in scored])
+
+    # -- scoring and the cache ----------------------------------------------------------------------------------
+
+    def _scored(self, context, model="policy", temperature=None, *, statistics=False, k=None) -> list[_Scored]:
+        ctx, rollout = self._ctx, self._rollout
+        temperature = ctx.sampling_temperature if temperature is None else temperature
+        prompts = context.prompts(rollout)
+        keys = [(i, model, temperature, repr(p)) for i, p in enumerate(prompts)]
+        todo = [i for i, key in enumerate(keys) if not self._has(key, statistics, k)]
+        if todo:
+            self._score(todo, [prompts[i] for i in todo], [keys[i] for i in todo], model, temperature, statistics, k)
+        return [self._cache[key] for key in keys]
+
+    def _has(self, key: tuple, statistics: bool, k: int | None) -> bool:
+        scored = self._cache.get(key)
+        if scored is None:
+            return False
+        return not statistics or (scored.entropy is not None and (k is None or k in scored.topk_mass))
+
+    def _score(self, rows, prompts, keys, model, temperature, statistics, k) -> None:
+        """Score ``rows``: log-probs alone in one call (``ctx.score`` batches it); with statistics, ``rows_per_forward``
+        rows per call and per forward, so at most ``rows_per_forward x T x V`` log-probs are ever held."""
+        ctx, rollout = self._ctx, self._rollout
+        chunk = self.rows_per_forward if statistics else len(rows)
+        for start in range(0, len(rows), chunk):
+            part = slice(start, start + chunk)
+            scores = ctx.score(
+                prompts[part], [rollout.completion_ids[i] for i in rows[part]], model=model,
+                temperature=temperature, full_vocab=statistics, batch_size=chunk if statistics else None,
+            )
+            if statistics:
+                entropy, masses = entropy_and_topk_mass(scores.vocab_logprobs, k or 1)
+            for j, key in enumerate(keys[part]):
+                length = int(scores.mask[j].sum())
+                scored = self._cache.get(key) or _Scored(scores.logprobs[j, :length].detach().to(self.device))
+                if statistics:
+                    scored.entropy = entropy[j, :length].detach().to(self.device)
+                    if k is not None:
+                        scored.topk_mass[k] = masses[j, :length].detach().to(self.device)
+                self._cache[key] = scored
+
+    def _stack(self, rows: list[torch.Tensor]) -> torch.Tensor:
+        out = torch.zeros(self.mask.shape, dtype=torch.float32, device=self.device)
+        for i, row in enumerate(rows):
+            out[i, : len(row)] = row
+        return out
+
