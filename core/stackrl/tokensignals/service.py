@@ -68,9 +68,16 @@ class TokenSignals:
         """``log pi(y_t | context, y_<t)`` of every sampled token."""
         return self._stack([s.logprobs for s in self._scored(context, model, temperature)])
 
-    def gap(self, teacher: SignalContext, student: SignalContext = STUDENT, **options) -> torch.Tensor:
-        """``log pi(y_t | teacher) - log pi(y_t | student)``: how much more the teacher expects each token."""
-        return self.logprobs(teacher, **options) - self.logprobs(student, **options)
+    def gap(
+        self, teacher: SignalContext, student: SignalContext = STUDENT, *, model: str = "policy",
+        temperature: float | None = None,
+    ) -> torch.Tensor:
+        """``log pi_T(y_t | teacher) - log pi(y_t | student)``: how much more the teacher expects each token.
+
+        ``model`` is the teacher's; the student is always the live policy.
+        """
+        student_logps = self.logprobs(student, temperature=temperature)
+        return self.logprobs(teacher, model=model, temperature=temperature) - student_logps
 
     def contrast(self, first: SignalContext, second: SignalContext, **options) -> torch.Tensor:
         """``log pi(y_t | first) - log pi(y_t | second)``: the student's own term cancels between two teachers."""

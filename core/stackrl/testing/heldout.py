@@ -1,0 +1,100 @@
+"""Held-out measurements on the built-in task, for mechanism tests and their benchmark scripts.
+
+- :func:`heldout_rollout`: held-out problems, a group of sampled completions each, with the outcome reward and
+  GRPO's advantages, as the advantage stage would see them;
+- :func:`advantage_context`: the context a ``reshape_advantages`` hook gets for such a rollout;
+- :func:`line_index`: the line of its completion each token falls on;
+- :func:`greedy_accuracy` and :func:`train_and_measure`: held-out accuracy of a recipe after a short run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+from stackrl.context import AdvantageContext, Rollout
+from stackrl.rewards import exact_match
+from stackrl.tasks.arithmetic import make_dataset
+
+
+def grpo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """TRL's default advantages: each reward minus its group's mean, over the group's standard deviation."""
+    grouped = rewards.view(-1, group_size)
+    centred = grouped - grouped.mean(1, keepdim=True)
+    return (centred / (grouped.std(1, keepdim=True) + 1e-4)).flatten()
+
+
+def heldout_rollout(trainer, size: int, seed: int, group_size: int = 4, temperature: float = 1.0) -> Rollout:
+    """``size`` held-out problems, ``group_size`` completions each sampled by the policy as it is now."""
+    rows = make_dataset(split="test", size=size, seed=seed)
+    prompts = [q for q in rows["question"] for _ in range(group_size)]
+    torch.manual_seed(seed)
+    generations = trainer._shared_policy.generate(prompts, do_sample=True, temperature=temperature)
+    columns = {k: [v for v in rows[k] for _ in range(group_size)] for k in ("answer", "solution", "category")}
+    completions = [g.text for g in generations]
+    rewards = torch.tensor([exact_match(c, a) for c, a in zip(completions, columns["answer"])])
+    return Rollout(
+        prompts=prompts,
+        completions=completions,
+        prompt_ids=[g.prompt_ids for g in generations],
+        completion_ids=[g.completion_ids for g in generations],
+        columns=columns,
+        group_size=group_size,
+        rewards={"exact_match": rewards},
+        advantages=grpo_advantages(rewards, group_size),
+    )
+
+
+def advantage_context(trainer, rollout: Rollout, plugin: str = "") -> AdvantageContext:
+    """What the advantage stage hands a plugin for ``rollout`` (what it logs is dropped)."""
+    return AdvantageContext(
+        step=0, tokenizer=trainer.processing_class, policy=trainer._shared_policy, _log=lambda *_: None,
+        _plugin=plugin, rollout=rollout, total_reward=rollout.rewards["exact_match"],
+    )
+
+
+def line_index(tokenizer, completion_ids: list[int]) -> list[int]:
+    """For each token, the number of line breaks its completion has before the token's first character."""
+    lines, text = [], ""
+    for token in completion_ids:
+        lines.append(text.count("\n"))
+        text = tokenizer.decode(completion_ids[: len(lines)], skip_special_tokens=True)
+    return lines
+
+
+def greedy_accuracy(trainer, size: int, seed: int) -> float:
+    """Greedy exact-match accuracy on ``size`` held-out problems."""
+    rows = make_dataset(split="test", size=size, seed=seed)
+    greedy = trainer._shared_policy.generate(list(rows["question"]), do_sample=False)
+    return sum(exact_match(g.text, a) for g, a in zip(greedy, rows["answer"])) / size
+
+
+def train_and_measure(files, overrides=(), *, steps: int, heldout: int, seed: int) -> float:
+    """Train the config ``files`` + ``overrides`` for ``steps`` steps; the greedy held-out accuracy after."""
+    from stackrl.config import load_config
+    from stackrl.run import build_trainer
+
+    with tempfile.TemporaryDirectory() as out:
+        config = load_config(
+            list(files), [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={out}", *overrides]
+        )
+        trainer = build_trainer(config)
+        trainer.train()
+        return greedy_accuracy(trainer, heldout, seed=1000 + seed)
+
+
+def against_grpo(recipe, overrides=(), *, steps: int, heldout: int, seed: int) -> dict[str, float]:
+    """Held-out greedy accuracy after ``steps`` steps of ``recipe``, and of the same recipe without its plugins."""
+    tree = yaml.safe_load(Path(recipe).read_text())
+    for name in tree.pop("plugins", []):
+        tree.pop(name, None)
+    with tempfile.TemporaryDirectory() as folder:
+        plain = Path(folder) / "grpo.yaml"
+        plain.write_text(yaml.safe_dump(tree))
+        return {
+            "method": train_and_measure([recipe], overrides, steps=steps, heldout=heldout, seed=seed),
+            "grpo": train_and_measure([plain], overrides, steps=steps, heldout=heldout, seed=seed),
+        }

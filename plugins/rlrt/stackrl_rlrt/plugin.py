@@ -1,0 +1,78 @@
+"""RLRT: on correct rollouts, the tokens the privileged teacher would not have predicted get the most credit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from stackrl import ConfigError, Plugin, hookimpl
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
+
+TEACHERS = ("policy", "reference")
+INCORRECT = ("grpo", "rlsd")
+
+
+@dataclass
+class RlrtConfig:
+    # The teacher's prompt: {prompt} and the dataset columns ({solution}); the default is the built-in task's
+    # layout, the worked solution before the question.
+    teacher_template: str = REFERENCE_TEMPLATE
+    # The teacher's weights: the live policy, or the frozen reference (the LoRA-disabled base).
+    teacher: str = "policy"
+    # Correct rollouts: weights exp(-clamp(log pi_T - log pi_S, -clip, clip)), so a token the teacher finds
+    # unlikely (a negative gap) weighs up to e^clip.
+    clip: float = 2.0
+    # Rescale each sequence's weights to mean 1, so it keeps GRPO's total credit (false: the raw exponentials,
+    # every self-driven token adding credit).
+    normalize: bool = True
+    # Incorrect rollouts: "grpo" keeps their advantages; "rlsd" applies RLSD's rule (blame where the teacher
+    # disagrees most).
+    incorrect: str = "grpo"
+    # A token of a correct rollout is counted as self-driven (logged as rlrt/boosted_per_correct_row) when the
+    # teacher gives it at least this many nats less than the student.
+    self_driven_margin: float = 1.0
+    # What counts as a correct rollout.
+    correct_reward: str = "exact_match"
+    correct_threshold: float = 1.0
+    # Softmax temperature of teacher and student; null: the run's sampling temperature.
+    temperature: Optional[float] = None
+
+    def __post_init__(self):
+        if self.teacher not in TEACHERS:
+            raise ConfigError(f"rlrt.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        if self.incorrect not in INCORRECT:
+            raise ConfigError(f"rlrt.incorrect: must be one of {', '.join(INCORRECT)}, not '{self.incorrect}'")
+        if self.clip <= 0:
+            raise ConfigError(f"rlrt.clip: must be positive, not {self.clip}")
+        if self.temperature is not None and self.temperature <= 0:
+            raise ConfigError(f"rlrt.temperature: must be positive, not {self.temperature}")
+
+
+class Rlrt(Plugin):
+    """Correct rollouts: ``A_t = A * exp(-clip(log pi_T - log pi_S))``; incorrect ones: GRPO (or RLSD)."""
+
+    Config = RlrtConfig
+
+    def needs_rewards(self) -> dict[str, str]:
+        return {"correct_reward": self.config.correct_reward}
+
+    @hookimpl
+    def reshape_advantages(self, advantages, ctx):
+        signals = TokenSignals.of(ctx)
+        teacher = SignalContext(f"{self.name}.teacher_template", self.config.teacher_template)
+        gap = signals.gap(teacher, model=self.config.teacher, temperature=self.config.temperature)
+        correct = ctx.rollout.passing(
+            self.config.correct_reward, self.config.correct_threshold, key=f"{self.name}.correct_reward", step=ctx.step
+        )
+        # The exponent's sign: reversed (-1) on correct rows; RLSD's sign(A) or none (GRPO) on the others.
+        incorrect = advantages.sign() if self.config.incorrect == "rlsd" else torch.zeros_like(advantages)
+        direction = route(correct, -torch.ones_like(signals.mask, dtype=torch.float32), per_token(incorrect, signals.mask))
+        weights = magnitude_weights(gap, direction, signals.mask, self.config.clip)
+        self_driven = (gap < -self.config.self_driven_margin) & signals.mask.bool() & correct.unsqueeze(1)
+        ctx.log("boosted_per_correct_row", self_driven.sum().item() / max(1, int(correct.sum())))
+        if self.config.normalize:
+            return reallocate(advantages, weights, signals.mask)
+        return per_token(advantages, signals.mask) * weights

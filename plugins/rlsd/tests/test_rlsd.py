@@ -1,0 +1,101 @@
+"""RLSD: the outcome sets each token's direction, the teacher's log-ratio its magnitude."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from stackrl import ConfigError, Rollout
+from stackrl.run import build_trainer
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.heldout import advantage_context
+from stackrl.testing.repository import load_script
+from stackrl.tokensignals import REFERENCE, TokenSignals
+from stackrl_rlsd import Rlsd, RlsdConfig
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "rlsd"
+
+
+@pytest.fixture
+def trainer(make_config):
+    return build_trainer(make_config(["rlsd"], model={"name_or_path": "stackrl/arith-tiny"}))
+
+
+def _rollout(tokenizer):
+    """A right and a wrong answer to one problem, and a right one to another: the wrong one errs at "9"."""
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompts = ["What is (4 * 2) + 3?\n"] * 2 + ["What is (3 + 5) - 2?\n"] * 2
+    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2 + ["3 + 5 = 8\n8 - 2 = 6\nThe answer is 6."] * 2
+    completions = [solutions[0], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", solutions[2], solutions[2]]
+    return Rollout(
+        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
+        completion_ids=[encode(c) for c in completions], group_size=2,
+        columns={"solution": solutions, "answer": ["11", "11", "6", "6"]},
+        rewards={"exact_match": torch.tensor([1.0, 0.0, 1.0, 1.0])}, advantages=torch.tensor([0.7, -0.7, 0.0, 0.0]),
+    )
+
+
+def _plugin(**settings):
+    plugin = Rlsd(RlsdConfig(**settings))
+    plugin.name = "rlsd"
+    return plugin
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_advantages_are_the_outcome_times_the_clipped_exponentiated_gap(trainer, normalize):
+    rollout = _rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlsd")
+    got = _plugin(clip=1.5, normalize=normalize).reshape_advantages(rollout.advantages, ctx)
+    gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
+    sign = rollout.advantages.sign().unsqueeze(1)
+    weights = torch.exp(sign * gap.clamp(-1.5, 1.5)) * mask
+    if normalize:
+        weights = weights * mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
+    assert torch.allclose(got, rollout.advantages.unsqueeze(1) * weights, atol=1e-6)
+    assert (got[0] >= 0).all() and (got[1] <= 0).all(), "a weight never flips the outcome's direction"
+    assert (got[2:] == 0).all(), "a zero advantage stays zero"
+    if normalize:  # each sequence keeps GRPO's total credit
+        assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
+
+
+def test_the_wrong_rollout_is_blamed_most_where_the_teacher_rejects_it(trainer):
+    """On the wrong row (4 * 2 = 9, then 9 + 3 = 12), the teacher shown 4 * 2 = 8 rejects the 9 carried into the
+    second line: that token gets the most negative advantage. With the exponent's sign flipped, it would get the
+    least."""
+    rollout = _rollout(trainer.processing_class)
+    got = _plugin().reshape_advantages(rollout.advantages, advantage_context(trainer, rollout, "rlsd"))
+    wrong = rollout.completion_ids[1]
+    carried = len(trainer.processing_class("4 * 2 = 9\n", add_special_tokens=False)["input_ids"])
+    assert trainer.processing_class.decode(wrong[carried]) == "9"
+    assert int(got[1, : len(wrong)].argmin()) == carried
+    assert got[1, carried] < 3 * got[1, : len(wrong)].mean()
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match="rlsd.clip: must be positive, not 0.0"):
+        RlsdConfig(clip=0.0)
+    with pytest.raises(ConfigError, match="rlsd.teacher: must be one of policy, reference, not 'ema'"):
+        RlsdConfig(teacher="ema")
+
+
+def test_wrong_rollouts_are_blamed_off_their_correct_steps_and_accuracy_holds():
+    """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
+    mechanism = load_script(BENCHMARK)
+    shares = mechanism.blame(problems=48, seed=0)
+    assert shares["rows"] >= 10
+    assert shares["prefix_rlsd"] < 0.8 * shares["prefix_grpo"], shares
+    assert shares["rejected_rlsd"] > 2 * shares["rejected_grpo"], shares
+    heldout = 64
+    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    p = accuracy["grpo"]
+    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
+
+
+def test_the_default_template_is_the_built_in_reference_layout():
+    assert RlsdConfig().teacher_template == REFERENCE_TEMPLATE
