@@ -142,7 +142,10 @@ def test_derived_fields_need_the_reference_and_another_problem():
         SignalContext("x", "{wrong_solution}{prompt}").prompts(rollout)
     assert SignalContext("x", "{solution}{prompt}").prompts(rollout)[0].startswith("2 + 3")  # no derived field used
     one_problem = _rollout().select([0, 1])
-    with pytest.raises(PluginError, match="every problem of the batch has the same answer"):
+    assert derived_fields(one_problem, where="test")["wrong_answer"] == ["6", "6"]  # the integer plus one
+    one_problem.columns["answer"] = ["five", "five"]
+    one_problem.completions = ["2 + 3 = 5", "2 + 3 ="]  # no answer of their own to take
+    with pytest.raises(PluginError, match="same answer, and it is not an integer"):
         derived_fields(one_problem, where="test")
 
 

@@ -7,7 +7,8 @@ and the reference (``solution`` and ``answer`` columns):
 - ``response``: the row's completion; ``response_answer``: its final answer (``stackrl.rewards.extract_answer``),
   empty when it has none;
 - ``wrong_answer``: an answer other than the true one: the row's own when it is wrong, else the answer of the
-  nearest following group whose answer differs (another problem's answer, as a spoiled hint);
+  nearest following group whose answer differs (another problem's answer, as a spoiled hint), else (a batch of
+  one answer) the integer answer plus one;
 - ``claimed_answer``: the answer the row claims (``wrong_answer`` when it states none);
 - ``claimed_solution``, ``wrong_solution``: the reference solution with its answer replaced, wherever it appears
   as a whole number or word, by ``claimed_answer`` or ``wrong_answer``: a worked solution asserting that answer
@@ -98,14 +99,17 @@ def derived_fields(rollout: Rollout, *, where: str) -> dict[str, list[str]]:
 
 
 def _other_answer(answers: list[str], row: int, group_size: int, *, where: str) -> str:
-    """The answer of the nearest following group (cyclically) whose answer differs from row ``row``'s."""
+    """The answer of the nearest following group (cyclically) whose answer differs from row ``row``'s, else the
+    integer answer plus one."""
     n = len(answers)
     start = (row // group_size + 1) * group_size
     for offset in range(0, n, group_size):
         other = answers[(start + offset) % n]
         if other.strip() != answers[row].strip():
             return other
+    if re.fullmatch(r"-?\d+", answers[row].strip()):  # one problem (or one answer) in the batch: a near miss
+        return str(int(answers[row]) + 1)
     raise PluginError(
         f"{where}: a wrong answer for row {row} is taken from another problem of the batch, but every problem of "
-        "the batch has the same answer; use a batch of several problems"
+        "the batch has the same answer, and it is not an integer to change; use a batch of several problems"
     )
