@@ -1,0 +1,78 @@
+"""CSCR: tokens whose log-prob a claimed outcome moves most get less of the rollout's credit; the total stays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from stackrl import ConfigError, Plugin, hookimpl
+from stackrl.tokensignals import SignalContext, TokenSignals, inverse_sensitivity, reallocate
+
+TEACHERS = ("policy", "reference")
+SENSITIVITIES = ("sum", "max")
+
+
+@dataclass
+class CscrConfig:
+    # The two counterfactual contexts, templates over {prompt}, the dataset columns and the block's derived
+    # fields. One asserts the rollout's outcome is correct, the other that it is not. The defaults are for a
+    # model that reads a worked solution before the question (the built-in one): a solution reaching the rollout's
+    # own answer, and one reaching another answer. A model that reads instructions takes a sentence instead (the
+    # GPU recipe).
+    correct_template: str = "{claimed_solution}\n\n{prompt}"
+    incorrect_template: str = "{denied_solution}\n\n{prompt}"
+    # The scoring weights: the live policy, or the frozen reference (the LoRA-disabled base).
+    teacher: str = "policy"
+    # Sensitivity of a token from its shifts d+ and d- (log-prob under the context minus the student's):
+    # "sum" |d+| + |d-|, "max" max(|d+|, |d-|).
+    sensitivity: str = "sum"
+    # Weights 1 / (1 + strength * sensitivity), renormalised so each rollout keeps its credit and sign; the
+    # paper finds moderate down-weighting best and strong modulation unstable.
+    strength: float = 1.0
+    # A token counts as shifted, in the logged diagnostic, when both |d+| and |d-| exceed this (nats).
+    shift_threshold: float = 0.1
+    # Softmax temperature of every score; null: the run's sampling temperature.
+    temperature: Optional[float] = None
+
+    def __post_init__(self):
+        if self.teacher not in TEACHERS:
+            raise ConfigError(f"cscr.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        if self.sensitivity not in SENSITIVITIES:
+            raise ConfigError(f"cscr.sensitivity: must be one of {', '.join(SENSITIVITIES)}, not '{self.sensitivity}'")
+        if self.strength < 0:
+            raise ConfigError(f"cscr.strength: must be non-negative, not {self.strength}")
+        if self.temperature is not None and self.temperature <= 0:
+            raise ConfigError(f"cscr.temperature: must be positive, not {self.temperature}")
+
+
+def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind: str) -> torch.Tensor:
+    """How much the two claimed outcomes move each token, whatever the direction."""
+    if kind == "sum":
+        return shift_correct.abs() + shift_incorrect.abs()
+    return torch.maximum(shift_correct.abs(), shift_incorrect.abs())
+
+
+class Cscr(Plugin):
+    """``A_t = A * w_t * T / sum w``, ``w_t = 1 / (1 + strength * s_t)``, ``s_t`` the counterfactual sensitivity."""
+
+    Config = CscrConfig
+
+    def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""
+        signals = TokenSignals.of(ctx)
+        options = dict(model=self.config.teacher, temperature=self.config.temperature)
+        correct = SignalContext(f"{self.name}.correct_template", self.config.correct_template)
+        incorrect = SignalContext(f"{self.name}.incorrect_template", self.config.incorrect_template)
+        return signals.gap(correct, **options), signals.gap(incorrect, **options), signals.mask
+
+    @hookimpl
+    def reshape_advantages(self, advantages, ctx):
+        up, down, mask = self.shifts(ctx)
+        threshold = self.config.shift_threshold
+        shifted = (up.abs() > threshold) & (down.abs() > threshold) & mask.bool()
+        if shifted.any():  # the paper's diagnostic: most shifted tokens move the same way under both claims
+            ctx.log("same_direction", (up.sign() == down.sign())[shifted].float().mean().item())
+        weights = inverse_sensitivity(sensitivity(up, down, self.config.sensitivity), self.config.strength)
+        return reallocate(advantages, weights * mask, mask)

@@ -1,0 +1,102 @@
+"""CSCR: credit moves off the tokens the claimed outcomes shift most; each rollout keeps its credit and sign."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from stackrl import ConfigError, Rollout
+from stackrl.run import build_trainer
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.heldout import advantage_context
+from stackrl.testing.repository import load_script
+from stackrl.tokensignals import SignalContext, TokenSignals
+from stackrl_cscr import Cscr, CscrConfig, sensitivity
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "cscr"
+
+
+@pytest.fixture
+def trainer(make_config):
+    return build_trainer(make_config(["cscr"], model={"name_or_path": "stackrl/arith-tiny"}))
+
+
+def _rollout(tokenizer):
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompts = ["What is (4 * 2) + 3?\n"] * 2 + ["What is (3 + 5) - 2?\n"] * 2
+    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2 + ["3 + 5 = 8\n8 - 2 = 6\nThe answer is 6."] * 2
+    completions = [solutions[0], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", solutions[2],
+                   "3 + 5 = 7\n7 - 2 = 5\nThe answer is 5."]
+    return Rollout(
+        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
+        completion_ids=[encode(c) for c in completions], group_size=2,
+        columns={"solution": solutions, "answer": ["11", "11", "6", "6"]},
+        rewards={"exact_match": torch.tensor([1.0, 0.0, 1.0, 0.0])}, advantages=torch.tensor([0.7, -0.7, 0.7, -0.7]),
+    )
+
+
+def _plugin(**settings):
+    plugin = Cscr(CscrConfig(**settings))
+    plugin.name = "cscr"
+    return plugin
+
+
+def test_sensitivity_of_hand_built_shifts():
+    up, down = torch.tensor([0.5, -2.0, 0.0]), torch.tensor([-1.0, -0.5, 3.0])
+    assert sensitivity(up, down, "sum").tolist() == [1.5, 2.5, 3.0]
+    assert sensitivity(up, down, "max").tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(("kind", "strength"), [("sum", 1.0), ("max", 0.3)])
+def test_credit_is_reallocated_by_inverse_sensitivity_keeping_each_rollouts_total(trainer, kind, strength):
+    rollout = _rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "cscr")
+    got = _plugin(sensitivity=kind, strength=strength).reshape_advantages(rollout.advantages, ctx)
+    signals = TokenSignals.of(ctx)
+    up = signals.gap(SignalContext("c", "{claimed_solution}\n\n{prompt}"))
+    down = signals.gap(SignalContext("d", "{denied_solution}\n\n{prompt}"))
+    s = up.abs() + down.abs() if kind == "sum" else torch.maximum(up.abs(), down.abs())
+    weights = signals.mask / (1 + strength * s)
+    expected = rollout.advantages.unsqueeze(1) * weights * signals.mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert torch.allclose(got.sum(1), rollout.advantages * signals.mask.sum(1), atol=1e-5), "the credit budget"
+    assert ((got * rollout.advantages.unsqueeze(1)) >= 0).all(), "the verifier's direction"
+    for row in range(len(rollout)):  # the most sensitive token gets the least credit
+        n = len(rollout.completion_ids[row])
+        assert got[row, :n].abs().argmin() == s[row, :n].argmax()
+
+
+def test_the_two_claims_are_the_rollouts_own_answer_and_another(trainer):
+    """The wrong row (answer 12) is re-scored under a solution reaching 12, and under the reference (11)."""
+    rollout = _rollout(trainer.processing_class)
+    up, down, _ = _plugin().shifts(advantage_context(trainer, rollout, "cscr"))
+    signals = TokenSignals.of(advantage_context(trainer, rollout, "cscr"))
+    claim = SignalContext("own", "4 * 2 = 8\n8 + 3 = 12\nThe answer is 12.\n\n{prompt}")
+    reference = SignalContext("reference", "{solution}\n\n{prompt}")
+    assert torch.allclose(up[1], signals.gap(claim)[1]) and torch.allclose(down[1], signals.gap(reference)[1])
+    assert torch.allclose(up[0], signals.gap(reference)[0])
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match="cscr.strength: must be non-negative, not -1.0"):
+        CscrConfig(strength=-1.0)
+    with pytest.raises(ConfigError, match="cscr.sensitivity: must be one of sum, max, not 'mean'"):
+        CscrConfig(sensitivity="mean")
+
+
+def test_the_papers_diagnostic_reproduces_and_accuracy_holds():
+    """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
+    mechanism = load_script(BENCHMARK)
+    found = mechanism.diagnostic(problems=32, seed=0)
+    assert found["shifted"] >= 100
+    assert found["same_direction"] > 0.6, found      # most shifted tokens move the same way under both claims
+    assert found["top_credit"] < 0.5 * found["top_tokens"], found
+    heldout = 64
+    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    p = accuracy["grpo"]
+    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
