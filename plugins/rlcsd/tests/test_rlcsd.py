@@ -1,0 +1,106 @@
+"""RLCSD: the contrast between a correct and a wrong hint, as a per-token reward beside GRPO or as its weights."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from stackrl import ConfigError, Rollout
+from stackrl.run import build_trainer
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.heldout import advantage_context
+from stackrl.testing.repository import load_script
+from stackrl.tokensignals import SignalContext, TokenSignals
+from stackrl_rlcsd import Rlcsd, RlcsdConfig
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "rlcsd"
+
+
+@pytest.fixture
+def trainer(make_config):
+    return build_trainer(make_config(["rlcsd"], model={"name_or_path": "stackrl/arith-tiny"}))
+
+
+def _rollout(tokenizer):
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompts = ["What is (4 * 2) + 3?\n"] * 2 + ["What is (3 + 5) - 2?\n"] * 2
+    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2 + ["3 + 5 = 8\n8 - 2 = 6\nThe answer is 6."] * 2
+    completions = [solutions[0], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", solutions[2],
+                   "3 + 5 = 7\n7 - 2 = 5\nThe answer is 5."]
+    return Rollout(
+        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
+        completion_ids=[encode(c) for c in completions], group_size=2,
+        columns={"solution": solutions, "answer": ["11", "11", "6", "6"]},
+        rewards={"exact_match": torch.tensor([1.0, 0.0, 1.0, 0.0])}, advantages=torch.tensor([0.7, -0.7, 0.7, -0.7]),
+    )
+
+
+def _plugin(**settings):
+    plugin = Rlcsd(RlcsdConfig(**settings))
+    plugin.name = "rlcsd"
+    return plugin
+
+
+def _contrast(ctx):
+    """The contrast written out from the two hints' log-probs."""
+    signals = TokenSignals.of(ctx)
+    right = signals.logprobs(SignalContext("right", "{solution}\n\n{prompt}"))
+    wrong = signals.logprobs(SignalContext("wrong", "{wrong_solution}\n\n{prompt}"))
+    return right - wrong, signals.mask
+
+
+def test_additive_mode_adds_the_clipped_contrast_to_every_token(trainer):
+    rollout = _rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlcsd")
+    got = _plugin(coefficient=0.3, clip=1.5).reshape_advantages(rollout.advantages, ctx)
+    contrast, mask = _contrast(ctx)
+    expected = (rollout.advantages.unsqueeze(1) + 0.3 * contrast.clamp(-1.5, 1.5)) * mask
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert contrast.abs().max() > 1.5, "the clip is exercised"
+
+
+def test_magnitude_mode_weights_the_advantage_by_the_contrast_keeping_each_rollouts_credit(trainer):
+    rollout = _rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlcsd")
+    got = _plugin(mode="magnitude", clip=1.5).reshape_advantages(rollout.advantages, ctx)
+    contrast, mask = _contrast(ctx)
+    weights = torch.exp(rollout.advantages.sign().unsqueeze(1) * contrast.clamp(-1.5, 1.5)) * mask
+    expected = rollout.advantages.unsqueeze(1) * weights * mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
+
+
+def test_the_contrast_backs_the_right_answer_and_opposes_the_wrong_one(trainer):
+    """Summed over the final answer's digits, the correct hint beats the wrong one for the right rows and loses for the
+    wrong rows: swapping the two hints flips both."""
+    rollout = _rollout(trainer.processing_class)
+    contrast, _ = _plugin().contrast(advantage_context(trainer, rollout, "rlcsd"))
+    for row, sign in [(0, 1), (1, -1), (2, 1), (3, -1)]:
+        ids = rollout.completion_ids[row]
+        answer_digits = len(trainer.processing_class(rollout.completions[row].split("is ")[-1].rstrip("."),
+                                                     add_special_tokens=False)["input_ids"])
+        last = contrast[row, len(ids) - 1 - answer_digits : len(ids) - 1]  # the digits before the final "."
+        assert sign * last.sum() > 1.0, (row, last)
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match="rlcsd.mode: must be one of additive, magnitude, not 'both'"):
+        RlcsdConfig(mode="both")
+    with pytest.raises(ConfigError, match="rlcsd.coefficient: must be non-negative"):
+        RlcsdConfig(coefficient=-0.1)
+
+
+def test_the_contrast_points_to_the_right_answer_and_accuracy_holds():
+    """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
+    mechanism = load_script(BENCHMARK)
+    shares = mechanism.signal_shares(problems=32, seed=0)
+    assert shares["answer_correct"] > 1.0 > -1.0 > shares["answer_wrong"], shares
+    heldout = 64
+    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    p = accuracy["grpo"]
+    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
