@@ -4,11 +4,13 @@
   GRPO's advantages, as the advantage stage would see them;
 - :func:`advantage_context`: the context a ``reshape_advantages`` hook gets for such a rollout;
 - :func:`line_index`: the line of its completion each token falls on;
-- :func:`greedy_accuracy` and :func:`train_and_measure`: held-out accuracy of a recipe after a short run.
+- :func:`greedy_accuracy`, :func:`train_and_measure` and :func:`against_grpo`: held-out accuracy after a short
+  run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -86,14 +88,22 @@ def train_and_measure(files, overrides=(), *, steps: int, heldout: int, seed: in
         return greedy_accuracy(trainer, heldout, seed=1000 + seed)
 
 
-def against_grpo(recipe, overrides=(), *, steps: int, heldout: int, seed: int) -> dict[str, float]:
-    """Held-out greedy accuracy after ``steps`` steps of ``recipe``, and of the same recipe without its plugins."""
+@contextlib.contextmanager
+def without_plugins(recipe):
+    """The path of a temporary copy of the config file ``recipe`` without its plugins and their sections: plain
+    GRPO with the same settings."""
     tree = yaml.safe_load(Path(recipe).read_text())
     for name in tree.pop("plugins", []):
         tree.pop(name, None)
     with tempfile.TemporaryDirectory() as folder:
         plain = Path(folder) / "grpo.yaml"
         plain.write_text(yaml.safe_dump(tree))
+        yield plain
+
+
+def against_grpo(recipe, overrides=(), *, steps: int, heldout: int, seed: int) -> dict[str, float]:
+    """Held-out greedy accuracy after ``steps`` steps of ``recipe``, and of the same recipe without its plugins."""
+    with without_plugins(recipe) as plain:
         return {
             "method": train_and_measure([recipe], overrides, steps=steps, heldout=heldout, seed=seed),
             "grpo": train_and_measure([plain], overrides, steps=steps, heldout=heldout, seed=seed),

@@ -1,0 +1,129 @@
+"""H²SD: hindsight magnitudes on correct rollouts, reverse KL to a hinted teacher on failed ones."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from stackrl import ConfigError, Rollout
+from stackrl.policy import PolicyAccess
+from stackrl.rewards import exact_match
+from stackrl.run import build_trainer
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import train_steps
+from stackrl.testing.repository import load_script
+from stackrl_h2sd import H2sd, H2sdConfig, success_advantages
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
+SAMPLING_TEMPERATURE = 1.4
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "h2sd"
+
+
+# -- the success branch, on hand-built log-probs (the built-in model copies a shown response: its teacher is flat)
+
+
+MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
+GAP = torch.tensor([[0.5, -3.0, 0.0, 9.0], [-0.2, 0.2, 1.0, -1.0], [2.0, -0.5, 7.0, 7.0]])
+
+
+def test_correct_rows_are_weighted_by_the_hindsight_teacher_and_failed_rows_keep_grpo():
+    advantages = torch.tensor([1.0, -0.5, 2.0])
+    correct = torch.tensor([True, False, True])
+    got = success_advantages(advantages, GAP, correct, MASK, clip=2.0, normalize=False)
+    expected_rows = [torch.tensor([0.5, -2.0, 0.0]).exp(), None, torch.tensor([2.0, -0.5]).exp() * 2.0]
+    assert torch.allclose(got[0, :3], expected_rows[0]) and got[0, 3] == 0
+    assert torch.allclose(got[1], torch.full((4,), -0.5)), "a failed row keeps GRPO's advantage on every token"
+    assert torch.allclose(got[2, :2], expected_rows[2])
+    normalised = success_advantages(advantages, GAP, correct, MASK, clip=2.0, normalize=True)
+    assert torch.allclose(normalised[0, :3], expected_rows[0] * 3 / expected_rows[0].sum())
+    assert torch.allclose(normalised.sum(1), advantages * MASK.sum(1))
+
+
+def test_the_success_branch_follows_the_advantages_sign():
+    """A correct row with a negative advantage (another reward component can give one) is weighted by exp(-gap)."""
+    got = success_advantages(torch.tensor([-1.0]), GAP[:1], torch.tensor([True]), MASK[:1], clip=2.0, normalize=False)
+    assert torch.allclose(got[0, :3], -torch.tensor([-0.5, 2.0, 0.0]).exp())
+
+
+# -- the failure branch, on the built-in model
+
+
+def _rollout(tokenizer):
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompts = ["What is (4 * 2) + 3?\n"] * 2
+    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2
+    completions = ["4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", "4 * 2 = 8\n8 + 3 = 12\nThe answer is 12."]
+    return Rollout(
+        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
+        completion_ids=[encode(c) for c in completions], group_size=2,
+        columns={"solution": solutions, "answer": ["11", "11"]}, rewards={"exact_match": torch.tensor([0.0, 0.0])},
+    )
+
+
+def _completion_logps(model, context, completion, temperature):
+    with torch.no_grad():
+        logits = model(torch.tensor([context + completion])).logits[0].double()
+    return (logits[len(context) - 1 : len(context) + len(completion) - 1] / temperature).log_softmax(-1)
+
+
+def test_the_failure_loss_is_the_reverse_kl_to_the_hinted_teacher(make_config):
+    trainer = build_trainer(make_config(["h2sd"], model={"name_or_path": "stackrl/arith-tiny"},
+                                        trainer={"temperature": SAMPLING_TEMPERATURE}))
+    rollout = _rollout(trainer.processing_class)
+    plugin = H2sd(H2sdConfig())
+    plugin.name = "h2sd"
+    got = plugin.failure_divergence(trainer._shared_policy, rollout, grad=False)
+    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    reverse, forward = [], []
+    for prompt, solution, completion in zip(rollout.prompts, rollout.columns["solution"], rollout.completion_ids):
+        p = _completion_logps(trainer.model, encode(prompt), completion, SAMPLING_TEMPERATURE)
+        q = _completion_logps(trainer.model, encode(f"{solution}\n\n{prompt}"), completion, SAMPLING_TEMPERATURE)
+        reverse.append((p.exp() * (p - q)).sum(-1))
+        forward.append((q.exp() * (q - p)).sum(-1))
+    expected = torch.cat(reverse)
+    assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(torch.cat(forward), expected, rtol=1e-2), "forward KL would differ"
+
+
+def test_only_failed_rollouts_are_distilled(make_config, monkeypatch):
+    scored = []
+    original = PolicyAccess.score
+
+    def spy(self, contexts, continuation_ids, **options):
+        if options.get("grad"):  # the student's call in the loss: contexts are the prompts' tokens
+            scored.extend(zip(contexts, continuation_ids))
+        return original(self, contexts, continuation_ids, **options)
+
+    monkeypatch.setattr(PolicyAccess, "score", spy)
+    config = make_config(
+        ["h2sd"], model={"name_or_path": "stackrl/arith-tiny"},
+        trainer={"max_completion_length": 48, "num_generations": 4, "per_device_train_batch_size": 8},
+    )
+    trainer = train_steps(config, steps=2)
+    decode = lambda ids: trainer.processing_class.decode(ids, skip_special_tokens=True)  # noqa: E731
+    answers = dict(zip(trainer.train_dataset["prompt"], trainer.train_dataset["answer"]))
+    assert scored, "the built-in model gets some rollouts wrong, so H2SD distils some"
+    assert not any(exact_match(decode(completion), answers[decode(prompt)]) for prompt, completion in scored)
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match="h2sd.kl_clip: must be positive"):
+        H2sdConfig(kl_clip=0.0)
+    with pytest.raises(ConfigError, match="h2sd.teacher: must be one of policy, reference, not 'ema'"):
+        H2sdConfig(teacher="ema")
+
+
+def test_failed_rollouts_come_closer_to_the_hinted_teacher_and_accuracy_holds():
+    """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py); the
+    success branch's teacher copies the shown response (mean log-prob near 0), as the README says."""
+    mechanism = load_script(BENCHMARK)
+    heldout = 64
+    found = mechanism.run(seed=0, steps=8, problems=16, heldout=heldout)
+    assert found["after"] < found["before"], found
+    assert found["hindsight_logprob"] > -0.1, found
+    p = found["grpo"]
+    assert found["accuracy"] >= p - math.sqrt(p * (1 - p) / heldout), found
