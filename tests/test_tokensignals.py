@@ -1,11 +1,14 @@
 """The token-signal block: chunked statistics, modulators, derived contexts, and the shared per-batch cache."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from stackrl import AdvantageContext, PluginError, Rollout, StackrlError
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
+from stackrl.testing.repository import load_script
 from stackrl.tokensignals import (
     REFERENCE,
     STUDENT,
@@ -99,7 +102,8 @@ def test_route_sensitivity_and_entropy_gate():
     correct = torch.tensor([True, False, True])
     a, b = torch.ones(3, 4), torch.zeros(3, 4)
     assert route(correct, a, b)[:, 0].tolist() == [1.0, 0.0, 1.0]
-    assert torch.allclose(inverse_sensitivity(torch.tensor([0.0, 1.0, -3.0]), 0.5), torch.tensor([1.0, 1 / 1.5, 1 / 2.5]))
+    weights = inverse_sensitivity(torch.tensor([0.0, 1.0, -3.0]), 0.5)
+    assert torch.allclose(weights, torch.tensor([1.0, 1 / 1.5, 1 / 2.5]))
     entropy = torch.tensor([[0.1, 2.0, 0.5, 9.0], [1.0, 0.2, 3.0, 0.0], [0.4, 0.6, 5.0, 5.0]])
     assert entropy_gate(entropy, MASK, 0.5).tolist() == [[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0]]
     assert entropy_gate(entropy, MASK, 0.5, above=False).tolist() == [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 0]]
@@ -227,3 +231,11 @@ def test_one_forward_per_distinct_context_shared_by_two_plugins(trainer, monkeyp
     another_batch = _rollout(_encode(trainer))
     TokenSignals.of(_context(trainer, another_batch)).gap(REFERENCE)
     assert scored == [4, 4, 2, 2, 4, 4, 4]
+
+
+def test_three_stacked_methods_score_each_completion_once_per_distinct_context():
+    """RLSD, CSCR and RLCSD read five contexts per completion between them, three of them distinct per row: the
+    short mode of benchmarks/token_signals.py, a real run, scores exactly three rows per completion trained."""
+    benchmark = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "token_signals.py")
+    result = benchmark.run(rounds=1, steps=2)
+    assert result["teacher_forwards_per_completion"] == 3.0, result

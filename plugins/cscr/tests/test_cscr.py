@@ -62,7 +62,8 @@ def test_credit_is_reallocated_by_inverse_sensitivity_keeping_each_rollouts_tota
     down = signals.gap(SignalContext("d", "{denied_solution}\n\n{prompt}"))
     s = up.abs() + down.abs() if kind == "sum" else torch.maximum(up.abs(), down.abs())
     weights = signals.mask / (1 + strength * s)
-    expected = rollout.advantages.unsqueeze(1) * weights * signals.mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
+    mean_one = weights * signals.mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
+    expected = rollout.advantages.unsqueeze(1) * mean_one
     assert torch.allclose(got, expected, atol=1e-6)
     assert torch.allclose(got.sum(1), rollout.advantages * signals.mask.sum(1), atol=1e-5), "the credit budget"
     assert ((got * rollout.advantages.unsqueeze(1)) >= 0).all(), "the verifier's direction"

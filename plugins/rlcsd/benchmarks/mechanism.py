@@ -62,8 +62,8 @@ def main():
         accuracy = against_grpo(RECIPE, steps=args.steps, heldout=args.heldout, seed=seed)
         print(
             f"seed {seed}: contrast on the final answer's digits: correct rollouts {shares['answer_correct']:+.2f}, "
-            f"wrong {shares['answer_wrong']:+.2f}; share of |signal| on digits ({shares['tokens']:.3f} of tokens): contrast "
-            f"{shares['contrast']:.3f}, gap {shares['gap']:.3f}   greedy accuracy after {args.steps} steps: rlcsd "
+            f"wrong {shares['answer_wrong']:+.2f}; share of |signal| on digits ({shares['tokens']:.3f} of tokens): "
+            f"contrast {shares['contrast']:.3f}, gap {shares['gap']:.3f}   greedy accuracy after {args.steps} steps: rlcsd "
             f"{accuracy['method']:.3f}, grpo {accuracy['grpo']:.3f}",
             flush=True,
         )

@@ -69,7 +69,8 @@ class Rlrt(Plugin):
         )
         # The exponent's sign: reversed (-1) on correct rows; RLSD's sign(A) or none (GRPO) on the others.
         incorrect = advantages.sign() if self.config.incorrect == "rlsd" else torch.zeros_like(advantages)
-        direction = route(correct, -torch.ones_like(signals.mask, dtype=torch.float32), per_token(incorrect, signals.mask))
+        reversed_ = -torch.ones_like(signals.mask, dtype=torch.float32)
+        direction = route(correct, reversed_, per_token(incorrect, signals.mask))
         weights = magnitude_weights(gap, direction, signals.mask, self.config.clip)
         self_driven = (gap < -self.config.self_driven_margin) & signals.mask.bool() & correct.unsqueeze(1)
         ctx.log("boosted_per_correct_row", self_driven.sum().item() / max(1, int(correct.sum())))

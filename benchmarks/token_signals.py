@@ -1,0 +1,122 @@
+"""Stacking the token-signal methods: one forward per distinct context, however many plugins read it.
+
+RLSD, CSCR and RLCSD stacked on the built-in task and model, with their CPU recipes' settings. Per completion they
+read five contexts (RLSD: the student and the reference; CSCR: the student and the two claims; RLCSD: the
+reference and the wrong hint), but each row has only three distinct ones: the student's prompt, the reference, and
+a solution reaching a wrong answer (a correct row's claimed-correct context is the reference and its
+claimed-incorrect one the wrong hint; a wrong row's are its own wrong answer, which is its wrong hint, and the
+reference). The host's token-signal service scores each once.
+
+It prints ``teacher_forwards_per_completion: X`` (rows scored by ``ctx.score``, over completions trained; goal: 3)
+and ``stack_time_ratio: X`` (median step time of the stack over plain GRPO with the same settings, in one run:
+rounds alternate the two, so load from other processes falls on both alike).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/token_signals.py [--rounds 3] [--steps 6] [--short]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from stackrl.config import load_config
+from stackrl.policy import PolicyAccess
+from stackrl.run import build_trainer
+from stackrl.testing.heldout import without_plugins
+
+RECIPES = [Path(__file__).resolve().parents[1] / "configs" / "recipes" / f"{name}-cpu.yaml"
+           for name in ("rlsd", "cscr", "rlcsd")]
+STACK = "plugins=[rlsd,cscr,rlcsd]"
+
+
+class StepClock(TrainerCallback):
+    """Wall-clock time of each optimizer step, from its beginning to its end."""
+
+    def __init__(self):
+        self.times: list[float] = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter() - self._start)
+
+
+class RowCounter:
+    """Counts the rows ``ctx.score`` scores while installed (every forward of the token-signal service)."""
+
+    def __init__(self):
+        self.rows = 0
+
+    def __enter__(self):
+        self._original = PolicyAccess.score
+        counter = self
+
+        def counting(policy, contexts, continuation_ids, **options):
+            counter.rows += len(contexts)
+            return counter._original(policy, contexts, continuation_ids, **options)
+
+        PolicyAccess.score = counting
+        return self
+
+    def __exit__(self, *exc):
+        PolicyAccess.score = self._original
+
+
+def train(files, overrides, steps: int, seed: int) -> tuple[list[float], int, int]:
+    """Step times, rows scored and completions trained of ``steps`` steps."""
+    with tempfile.TemporaryDirectory() as out:
+        config = load_config(list(files), [*overrides, f"trainer.max_steps={steps}", f"trainer.seed={seed}",
+                                           f"output_dir={out}", "trainer.logging_steps=1000"])
+        clock = StepClock()
+        trainer = build_trainer(config, callbacks=[clock])
+        with RowCounter() as counter:
+            trainer.train()
+        completions = steps * trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps
+    return clock.times, counter.rows, completions
+
+
+def run(rounds: int, steps: int, warmup: int = 1) -> dict[str, float]:
+    """Alternate the stack and plain GRPO for ``rounds`` rounds of ``steps`` steps; drop each round's first
+    ``warmup`` steps from the timings."""
+    times = {"stack": [], "grpo": []}
+    rows = completions = 0
+    with without_plugins(RECIPES[0]) as plain:
+        for r in range(rounds):
+            order = ("stack", "grpo") if r % 2 == 0 else ("grpo", "stack")
+            for variant in order:
+                files, overrides = (RECIPES, [STACK]) if variant == "stack" else ([plain], [])
+                step_times, scored, trained = train(files, overrides, steps, seed=r)
+                times[variant] += step_times[warmup:]
+                if variant == "stack":
+                    rows, completions = rows + scored, completions + trained
+    return {
+        "teacher_forwards_per_completion": rows / completions,
+        "stack_time_ratio": statistics.median(times["stack"]) / statistics.median(times["grpo"]),
+        "stack_step_s": statistics.median(times["stack"]),
+        "grpo_step_s": statistics.median(times["grpo"]),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--short", action="store_true", help="one round of two steps (what the test suite runs)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rounds, steps = (1, 2) if args.short else (args.rounds, args.steps)
+    result = run(rounds, steps)
+    print(f"median step: stack {result['stack_step_s']:.2f} s, plain GRPO {result['grpo_step_s']:.2f} s")
+    print(f"teacher_forwards_per_completion: {result['teacher_forwards_per_completion']:.2f}")
+    print(f"stack_time_ratio: {result['stack_time_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
