@@ -36,7 +36,7 @@ class _Scored:
 class TokenSignals:
     """Per-token signals of one batch, ``(N, T)`` each, zero on padding (``mask``); ``T`` the longest completion.
 
-    Each method takes :class:`SignalContext`\\ s and optionally ``model`` (any model ``ctx.score`` knows) and
+    Each method takes contexts (:class:`SignalContext`) and optionally ``model`` (any model ``ctx.score`` knows) and
     ``temperature`` (default: the run's sampling temperature, the one TRL's loss uses). Statistics (entropy,
     top-k mass) need the whole next-token distribution; ask for them first when a context needs both, since a
     context scored for log-probs alone is scored again for them.
@@ -59,7 +59,6 @@ class TokenSignals:
         if service is None:
             service = _SERVICES[id(rollout)] = cls(ctx, rollout)
             weakref.finalize(rollout, _SERVICES.pop, id(rollout), None)
-        service._ctx = ctx  # the latest hook's context: its plugin name is the one warnings and logs go to
         return service
 
     # -- signals ------------------------------------------------------------------------------------------------
