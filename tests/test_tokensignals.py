@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackrl import AdvantageContext, PluginError, Rollout, StackrlError
+from stackrl import AdvantageContext, LossContext, PluginError, Rollout, StackrlError
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.testing.repository import load_script
@@ -231,6 +231,23 @@ def test_one_forward_per_distinct_context_shared_by_two_plugins(trainer, monkeyp
     another_batch = _rollout(_encode(trainer))
     TokenSignals.of(_context(trainer, another_batch)).gap(REFERENCE)
     assert scored == [4, 4, 2, 2, 4, 4, 4]
+
+
+def test_in_a_loss_term_the_service_scores_the_micro_batch(trainer):
+    """A loss context's service holds its micro-batch's rows, on the loss's device, with the values the advantage
+    stage computes for the same rows."""
+    rollout = _rollout(_encode(trainer))
+    whole = TokenSignals.of(_context(trainer, rollout)).gap(REFERENCE)
+    rows = [1, 3]
+    micro = rollout.select(rows)
+    ids = torch.nn.utils.rnn.pad_sequence([torch.tensor(c) for c in micro.completion_ids], batch_first=True)
+    ctx = trainer._context(LossContext, policy=PolicyAccess(trainer, sharded=False, model=trainer.model),
+                           rollout=micro, completion_ids=ids)
+    signals = TokenSignals.of(ctx)
+    gap = signals.gap(REFERENCE)
+    assert gap.shape == signals.mask.shape == (2, max(len(c) for c in micro.completion_ids))
+    assert gap.device == ids.device
+    assert torch.allclose(gap, whole[rows, : gap.size(1)], atol=1e-5)
 
 
 def test_three_stacked_methods_score_each_completion_once_per_distinct_context():
