@@ -116,3 +116,16 @@ def test_the_example_in_the_hook_reference_holds():
     text = (Path(__file__).resolve().parents[1] / "docs" / "hooks.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "group_answers" in b)
     exec(compile(block, "docs/hooks.md", "exec"), {})
+
+
+def test_a_plugins_answer_settings_are_checked_naming_its_section():
+    from stackrl import ConfigError
+    from stackrl.answers import AnswerSettings, extractor_of
+
+    assert extractor_of(AnswerSettings(answer_extractor=Extractor.regex, answer_regex=r"= (\d+)"), "serl")("= 4") == "4"
+    with pytest.raises(ConfigError, match=r"serl.answer_regex is needed with serl.answer_extractor: regex"):
+        extractor_of(AnswerSettings(answer_extractor=Extractor.regex), "serl")
+    with pytest.raises(ConfigError, match=r"dare.answer_regex is needed"):
+        extractor_of(AnswerSettings(answer_regex=r"\d"), "dare")
+    with pytest.raises(ConfigError, match=r"dare.answer_regex '\(' is not a valid regex"):
+        extractor_of(AnswerSettings(answer_extractor=Extractor.regex, answer_regex="("), "dare")
