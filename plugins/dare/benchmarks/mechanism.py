@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
@@ -21,8 +20,9 @@ import torch
 from stackrl.answers import answer_after_phrase, groups_of
 from stackrl.config import load_config
 from stackrl.rewards import exact_match
-from stackrl.run import build_trainer, train
+from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import make_dataset
+from stackrl.testing.measure import label_free_run
 from stackrl.truth import auroc
 from stackrl_dare.plugin import distribution_rewards
 
@@ -61,22 +61,10 @@ def agreement(completions: list[str], correct: list[bool], group_size: int) -> d
 
 
 def run(recipe: str, seed: int, steps: int, eval_size: int, overrides=()) -> dict[str, float]:
-    """One label-free training run: held-out pass@1 before and after, and the means of what the host logged
-    against the hidden answers."""
-    with tempfile.TemporaryDirectory() as out:
-        config = load_config(
-            [RECIPES / recipe],
-            [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"eval.size={eval_size}", f"output_dir={out}",
-             *overrides],
-        )
-        result = train(config)
-        logged = [json.loads(line) for line in open(Path(out) / "metrics.jsonl")]
-    truth = {}
-    for key in {k for entry in logged for k in entry if k.startswith("truth/")}:
-        values = [entry[key] for entry in logged if key in entry]
-        truth[key] = sum(values) / len(values)
-    evaluations = result["evaluations"]
-    return {"before": evaluations["before"]["pass@1"], "after": evaluations["after"]["pass@1"], **truth}
+    """One label-free training run of ``recipe``: held-out pass@1 before and after, and the means of what the host
+    logged against the hidden answers."""
+    settings = [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"eval.size={eval_size}", *overrides]
+    return label_free_run(RECIPES / recipe, settings)
 
 
 def main():

@@ -75,25 +75,15 @@ def arith_samples(tmp_path_factory):
     return mechanism.sample_groups(questions=24, group_size=8, seed=0)
 
 
-def test_a_label_free_run_logs_every_components_truth_agreement_and_keeps_accuracy(tmp_path):
+def test_a_label_free_run_logs_every_components_truth_agreement_and_keeps_accuracy():
     """The CPU recipe, short, with a second reward component muted beside DARE: the host logs the AUROC of both
     against the hidden answers and DARE's pseudo-label accuracy; held-out pass@1 does not fall."""
-    from stackrl.config import load_config
-    from stackrl.run import train
+    from stackrl.testing.measure import label_free_run
 
     recipe = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "dare-cpu.yaml"
-    config = load_config([recipe], [
-        "plugins=[dare,digit_reward]", "rewards.digit_reward=0", "trainer.max_steps=8", "eval.size=64",
-        "eval.samples=2", f"output_dir={tmp_path / 'run'}",
+    figures = label_free_run(recipe, [
+        "plugins=[dare,digit_reward]", "rewards.digit_reward=0", "trainer.max_steps=8", "eval.size=64", "eval.samples=2",
     ])
-    result = train(config)
-    logged = {key for entry in json_lines(tmp_path / "run" / "metrics.jsonl") for key in entry}
-    assert {"truth/dare/auroc", "truth/digit_reward/auroc", "truth/dare/pseudo_label_accuracy", "truth/correct"} <= logged
-    before, after = (result["evaluations"][label]["pass@1"] for label in ("before", "after"))
-    assert after >= before
-
-
-def json_lines(path):
-    import json
-
-    return [json.loads(line) for line in open(path)]
+    assert {"truth/dare/auroc", "truth/digit_reward/auroc", "truth/dare/pseudo_label_accuracy", "truth/correct"} <= set(figures)
+    assert figures["truth/dare/auroc"] > 0.7  # the rewards track correctness (measured over 30 steps: 0.865)
+    assert figures["after"] >= figures["before"]
