@@ -86,3 +86,17 @@ def test_a_label_free_run_logs_each_component_against_answers_no_hook_sees(make_
     logged = trainer.state.log_history[0]
     assert logged["truth/correct"] == pytest.approx(sum(correct) / len(correct))
     assert logged["truth/digit_reward/auroc"] == pytest.approx(reference_auroc(rewards, correct))
+
+
+def test_the_truth_figure_is_drawn_only_for_runs_that_logged_it(tmp_path):
+    import json
+
+    from stackrl.plots import METRICS_FILE, plot_runs
+
+    for name, extra in (("plain", {}), ("label_free", {"truth/covo/auroc": 0.7, "truth/correct": 0.4})):
+        run = tmp_path / name
+        run.mkdir()
+        (run / METRICS_FILE).write_text(json.dumps({"step": 1, "reward": 0.5, **extra}) + "\n")
+    assert [p.stem for p in plot_runs([tmp_path / "plain"])] == ["rewards", "accuracy", "completion_length", "loss"]
+    drawn = plot_runs([tmp_path / "label_free"])
+    assert [p.stem for p in drawn][-1] == "truth" and drawn[-1].stat().st_size > 1000
