@@ -40,6 +40,7 @@ class Rollout:
     rewards: dict[str, torch.Tensor] = field(default_factory=dict)
     advantages: torch.Tensor | None = None
     excluded: set[int] = field(default_factory=set)  # rows kept out of the policy loss: see exclude_from_loss
+    pseudo_labels: dict[str, list] = field(default_factory=dict)  # plugin -> one label per row: see RewardContext
 
     def __len__(self) -> int:
         return len(self.completions)
@@ -159,6 +160,16 @@ class RewardContext(_Context):
     """The reward stage: the whole generated rollout."""
 
     rollout: Rollout = None
+
+    def declare_pseudo_labels(self, labels: list) -> None:
+        """The answer this plugin takes for correct on each row (``None``: no label), e.g. its group's majority
+        answer. In a ``data.label_free`` run whose data has answers, the host logs how often they are right."""
+        if len(labels) != len(self.rollout):
+            raise PluginError(
+                f"plugin '{self._plugin}' declared {len(labels)} pseudo-labels at step {self.step}; expected "
+                f"{len(self.rollout)}, one per row"
+            )
+        self.rollout.pseudo_labels[self._plugin] = list(labels)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from datasets import Dataset, load_dataset
 
 from stackrl.config import DataSection
 from stackrl.errors import ConfigError
+from stackrl.truth import TRUTH_COLUMN
 
 LOCAL_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -92,7 +93,8 @@ def check_columns(section: DataSection, columns: list[str], answer_needed: bool)
 def load_prompts(section: DataSection, split: str | None = None, size: int | None = None, keep_answer=False):
     """The dataset with a ``prompt`` column built from ``prompt_template`` (as chat messages with ``chat``).
 
-    With ``label_free`` the answer column is dropped unless ``keep_answer`` (evaluation keeps it).
+    With ``label_free`` the answer column is hidden unless ``keep_answer`` (evaluation keeps it): renamed to
+    ``TRUTH_COLUMN``, which only the host reads (:mod:`stackrl.truth`), where the data has it.
     """
     split = split or section.split
     size = size if size is not None else section.size
@@ -110,6 +112,6 @@ def load_prompts(section: DataSection, split: str | None = None, size: int | Non
         return {"prompt": [*system, {"role": "user", "content": text}]}
 
     dataset = dataset.map(prompt, load_from_cache_file=False)
-    if not answer_needed:
-        dataset = dataset.remove_columns([section.answer_column])
+    if not answer_needed and section.answer_column in dataset.column_names:
+        dataset = dataset.rename_column(section.answer_column, TRUTH_COLUMN)
     return dataset

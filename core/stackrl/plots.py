@@ -44,6 +44,7 @@ class Figure:
     title: str
     wanted: Callable[[str], bool]
     ylabel: str
+    optional: bool = False  # drawn only where some run logged one of its keys
 
 
 FIGURES = {
@@ -57,6 +58,9 @@ FIGURES = {
         "tokens",
     ),
     "loss": Figure("loss", lambda key: key == "loss" or key.startswith("loss/"), "loss"),
+    # Label-free runs whose data has answers: does each reward track correctness (AUROC 0.5 = chance)?
+    "truth": Figure("rewards against the hidden answers", lambda key: key.startswith("truth/"), "AUROC, share",
+                    optional=True),
 }
 # Several runs: a colour per run, and per series of a run a line style (a marker shape for points).
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -111,7 +115,8 @@ def plot_runs(run_dirs, out=None) -> list[Path]:
     ``metrics.jsonl``. Written to ``out``, by default ``RUN_DIR/plots`` for one run and ``comparison`` in the
     runs' common folder for several; returns the PNG paths.
 
-    Held-out accuracy is drawn as points: it is measured only at those steps.
+    Held-out accuracy is drawn as points: it is measured only at those steps. An optional figure (the rewards
+    against hidden answers) is drawn only where some run logged it.
     """
     import matplotlib
 
@@ -128,7 +133,10 @@ def plot_runs(run_dirs, out=None) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in FIGURES:
+    for name, figure in FIGURES.items():
+        logged = {key for records in runs.values() for record in records for key in record}
+        if figure.optional and not any(figure.wanted(key) for key in logged):
+            continue
         fig, ax = plt.subplots(figsize=(7, 4.5))
         draw(ax, name, runs)
         fig.tight_layout()

@@ -6,24 +6,9 @@ config names into reward components (see :mod:`stackrl.trainer`).
 
 from __future__ import annotations
 
-import re
+from stackrl.answers import answer_after_phrase, extract_answer
 
-_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
-_ANSWER_PHRASE = re.compile(r"answer is[:\s]*\$?([^\n$]+?)\$?\s*\.?\s*$", re.IGNORECASE | re.MULTILINE)
-
-
-def answer_after_phrase(text: str) -> str | None:
-    """The X of the last "The answer is X" in ``text`` (without a closing period or ``$...$``), or ``None``."""
-    phrases = _ANSWER_PHRASE.findall(text)
-    return phrases[-1].strip().rstrip(".").strip() if phrases else None
-
-
-def extract_answer(text: str) -> str | None:
-    """The final answer of a completion: the last ``\\boxed{...}``, else the last "The answer is X"."""
-    boxed = _BOXED.findall(text)
-    if boxed:
-        return boxed[-1].strip()
-    return answer_after_phrase(text)
+__all__ = ["OUTCOME_REWARDS", "answer_after_phrase", "exact_match", "extract_answer", "math_verify"]
 
 
 def _normalise(answer: str) -> str:

@@ -186,6 +186,7 @@ def build_trainer(
         loss_weights=dict(host.losses),
         run_files=files,
         log_samples=host.log_samples,
+        truth_metric=host.eval.metric,
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )

@@ -44,7 +44,9 @@ from stackrl.context import (
 from stackrl.errors import ConfigError, PluginError, StackrlError
 from stackrl.manager import PluginManager
 from stackrl.policy import PolicyAccess
+from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.samples import append_samples, sample_records
+from stackrl.truth import TRUTH_COLUMN, truth_figures
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +120,9 @@ class StackTrainer(GRPOTrainer):
     reference answer comes from the dataset column ``answer_column``. ``reward_weights`` and ``loss_weights`` map
     component and loss-term names to weights (default 1.0). ``run_files`` (file name -> text) are written into
     every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
-    rollout go to ``samples.jsonl`` in the output folder.
+    rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
+    (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
+    outcome reward ``truth_metric``.
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class StackTrainer(GRPOTrainer):
         loss_weights: dict[str, float] | None = None,
         run_files: dict[str, str] | None = None,
         log_samples: int = 0,
+        truth_metric: str = "exact_match",
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -140,6 +145,7 @@ class StackTrainer(GRPOTrainer):
         self._answer_column = answer_column
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
+        self._truth_metric = truth_metric
         self._samples_logged_at: int | None = None
         self._loss_weights = weights_by_name("losses", loss_weights, plugins.implementers("loss_term"))
         components = reward_components(self._outcome_rewards, plugins)
@@ -292,7 +298,8 @@ class StackTrainer(GRPOTrainer):
     # -- reward ---------------------------------------------------------------------------------------------------
 
     def _columns(self, rows: list[dict]) -> dict[str, list]:
-        keys = [k for k in (rows[0] if rows else {}) if k != "prompt"]
+        """The dataset columns hooks see: all but the prompt and the hidden answers."""
+        keys = [k for k in (rows[0] if rows else {}) if k not in ("prompt", TRUTH_COLUMN)]
         return {k: [row[k] for row in rows] for k in keys}
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -309,6 +316,11 @@ class StackTrainer(GRPOTrainer):
         )
         self._rollouts[self._mode] = rollout
         self._compute_reward_components(rollout)
+        if TRUTH_COLUMN in rows[0][0]:
+            truth = [r[0][TRUTH_COLUMN] for r in rows]
+            check = OUTCOME_REWARDS[self._truth_metric]
+            for name, value in truth_figures(rollout, truth, check, self._truth_metric == "math_verify").items():
+                self._log_metric_now(name, value)
         return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
 
     def _compute_reward_components(self, rollout: Rollout) -> None:

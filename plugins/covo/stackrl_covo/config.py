@@ -6,12 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional
 
-
-class Extractor(Enum):
-    boxed = "boxed"  # the last \boxed{...} (or \fbox{...}), wrapper included, as the authors' code takes it
-    answer_is = "answer_is"  # the last "The answer is X"
-    regex = "regex"  # the last match of `answer_regex` (its first group, or the whole match)
-    auto = "auto"  # \boxed{...} if there is one, else "The answer is X" (the host's exact_match reading)
+from stackrl.answers import Extractor
 
 
 class Aggregation(Enum):
@@ -38,7 +33,7 @@ class Scoring(Enum):
 @dataclass
 class CoVoConfig:
     # Answers: extracted from each completion, then clustered into a group's distinct answers y_1..y_K.
-    answer_extractor: Extractor = Extractor.boxed
+    answer_extractor: Extractor = Extractor.boxed  # boxed keeps the wrapper, as the authors' probes carry it
     answer_regex: Optional[str] = None  # with answer_extractor: regex
     math_verify: bool = True  # answers also count as one when math-verify finds them equal (the authors' check)
     # Steps: non-empty lines; \[ ... \] blocks kept whole; at most max_steps (colon lines merged, then chunks).

@@ -13,8 +13,8 @@ import re
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl_covo.answers import cluster, make_extractor
-from stackrl_covo.config import Aggregation, CoVoConfig, Curiosity, Extractor, RewardMode, Scoring
+from stackrl.answers import Extractor, groups_of, make_extractor
+from stackrl_covo.config import Aggregation, CoVoConfig, Curiosity, RewardMode, Scoring
 from stackrl_covo.formulas import curiosity_bonus, group_rewards, ril, riv
 from stackrl_covo.probing import plan_probes, probe_logprobs, read_plan
 from stackrl_covo.steps import split_steps
@@ -61,10 +61,9 @@ class CoVo(Plugin):
         answers = [self._extract(text) for text in texts]
         size = rollout.group_size
         index, distinct = [], []
-        for start in range(0, len(rollout), size):
-            group_index, group_distinct = cluster(answers[start : start + size], config.math_verify)
-            index.extend(group_index)
-            distinct.extend([group_distinct] * size)
+        for group in groups_of(answers, size, config.math_verify):
+            index.extend(group.index)
+            distinct.extend([group.distinct] * size)
 
         plans = self._plans(tokenizer, rollout, texts, index, distinct)
         logprobs = iter(probe_logprobs(self._score(ctx, plans), config.greedy_next_token) if plans else [])

@@ -1,0 +1,8 @@
+"""selfjudge: the conformance suite (its judgement's rules: tests/test_judges.py; the mechanism: test_mechanism.py)."""
+
+from stackrl.testing.conformance import PluginConformance
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "selfjudge"
+    plugin_settings = {"selfjudge": {"max_new_tokens": 8}}
