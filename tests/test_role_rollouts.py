@@ -1,6 +1,7 @@
 """Per-row columns and the injected-text loss mask from the sample stage, roles, and role-wise advantages.
 
-The multi-process half (columns and mask across gather and scatter) is in tests/test_distributed.py.
+The multi-process half (columns and mask across gather and scatter) is in tests/test_distributed.py; the
+built-in task's judge and retry formats are tested in tests/test_roles.py.
 """
 
 from __future__ import annotations
