@@ -51,6 +51,16 @@ def rows_of_groups(group_roles: Sequence[str], group_size: int) -> list[str]:
     return [role for role in group_roles for _ in range(group_size)]
 
 
+def first_turns(prompts: list, group_roles: Sequence[str], roles, ctx, samples: int = 1) -> dict[int, list]:
+    """On-policy first turns for the groups whose role is in ``roles``: ``samples`` completions of each such
+    group's own prompt, as ``{group: [Generation, ...]}``, sampled in one ``ctx.generate`` call (the same call on
+    every process, so every process derives the same prompts from them)."""
+    size = len(prompts) // len(group_roles)
+    groups = [g for g, role in enumerate(group_roles) if role in roles]
+    generations = ctx.generate([prompts[g * size] for g in groups for _ in range(samples)])
+    return {g: generations[k * samples : (k + 1) * samples] for k, g in enumerate(groups)}
+
+
 def text_prompt(prompt, *, role: str):
     """``prompt`` if it is text; derived prompts extend text, so chat messages are refused naming the role."""
     if not isinstance(prompt, str):

@@ -20,6 +20,7 @@ from stackrl.roles import (
     ROLE_COLUMN,
     SOLVE,
     assign_roles,
+    first_turns,
     reset_prompt,
     rows_of_groups,
     split_steps,
@@ -57,7 +58,10 @@ class Rrpo(Plugin):
             group_roles[group] = RESET if group in points else SOLVE
             reset_steps.append(index)
             prefixes.append(reset_prompt("", steps, index) if group in points else "")
-        rows = [prompt + prefixes[i // size] if prefixes[i // size] else prompt for i, prompt in enumerate(prompts)]
+        rows = [
+            text_prompt(prompt, role=RESET) + prefixes[i // size] if prefixes[i // size] else prompt
+            for i, prompt in enumerate(prompts)
+        ]
         generations = ctx.generate(rows)
         ctx.log("reset_groups", len(points) / len(group_roles))
         return Samples(
@@ -72,9 +76,8 @@ class Rrpo(Plugin):
 
     def _reset_points(self, prompts, group_roles, ctx) -> dict[int, tuple[list[str], int]]:
         """For each reset group that yields one: the steps of its first failed attempt and the reset index."""
-        size, tries = ctx.group_size, self.config.attempts
-        groups = [g for g, role in enumerate(group_roles) if role == RESET]
-        if not groups:
+        size = ctx.group_size
+        if RESET not in group_roles:
             return {}
         if self.config.answer_column not in ctx.rollout_columns:
             raise PluginError(
@@ -82,21 +85,19 @@ class Rrpo(Plugin):
                 "by (a label-free run hides it)"
             )
         answers = ctx.rollout_columns[self.config.answer_column]
-        questions = [text_prompt(prompts[g * size], role=RESET) for g in groups]
-        attempts = ctx.generate([q for q in questions for _ in range(tries)])
+        attempts = first_turns(prompts, group_roles, {RESET}, ctx, samples=self.config.attempts)
         rng = random.Random(f"rrpo-{self.config.seed}-{ctx.step}")  # the same draws on every process
         choose = CHOOSERS[self.config.reset]
         points = {}
-        for k, group in enumerate(groups):
-            texts = [a.text for a in attempts[k * tries : (k + 1) * tries]]
-            failed = next((t for t in texts if not self.is_correct(t, answers[group * size])), None)
+        for group, tries in attempts.items():
+            failed = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
             if failed is None:
                 continue
             steps = split_steps(failed)
             index = choose(steps, rng)
             if index is not None:
                 points[group] = (steps, index)
-        ctx.log("reset_found", len(points) / len(groups))
+        ctx.log("reset_found", len(points) / len(attempts))
         return points
 
     @hookimpl
