@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from stackrl import ConfigError
 from stackrl.rewards import OUTCOME_REWARDS
 
-RESETS = ("random", "oracle")
+RESETS = ("random", "self", "oracle")
 
 
 @dataclass
 class RrpoConfig:
-    # Where a failed attempt is reset: "random", a step drawn uniformly (RRPO); "oracle", the first line wrong in
-    # itself (the built-in task's format only).
+    # Where a failed attempt is reset: "random", a step drawn uniformly (RRPO); "self", the step the policy itself
+    # judges wrong (SRPO; the policy must answer the built-in task's judge format, as stackrl/arith-skills does);
+    # "oracle", the first line wrong in itself (the built-in task's format only).
     reset: str = "random"
     reset_share: float = 0.5  # share of each batch's groups that continue a failed attempt; the rest solve afresh
     attempts: int = 4  # first attempts sampled per reset group, to find a failed one; none failed: the group solves

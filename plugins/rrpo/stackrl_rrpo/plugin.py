@@ -28,7 +28,8 @@ from stackrl.roles import (
     uniform_reset,
 )
 from stackrl_rrpo.config import RrpoConfig
-from stackrl_rrpo.resets import first_wrong_line
+from stackrl.tasks import judge_prompt
+from stackrl_rrpo.resets import first_wrong_line, judged_wrong_step
 
 CHOOSERS = {"random": uniform_reset, "oracle": first_wrong_line}
 
@@ -86,19 +87,28 @@ class Rrpo(Plugin):
             )
         answers = ctx.rollout_columns[self.config.answer_column]
         attempts = first_turns(prompts, group_roles, {RESET}, ctx, samples=self.config.attempts)
-        rng = random.Random(f"rrpo-{self.config.seed}-{ctx.step}")  # the same draws on every process
-        choose = CHOOSERS[self.config.reset]
-        points = {}
+        failed = {}  # group -> the steps of its first failed attempt
         for group, tries in attempts.items():
-            failed = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
-            if failed is None:
-                continue
-            steps = split_steps(failed)
-            index = choose(steps, rng)
-            if index is not None:
-                points[group] = (steps, index)
+            text = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
+            if text is not None:
+                failed[group] = split_steps(text)
+        if self.config.reset == "self":
+            indices = self._judged_steps(prompts, failed, size, ctx)
+        else:
+            rng = random.Random(f"rrpo-{self.config.seed}-{ctx.step}")  # the same draws on every process
+            indices = {group: CHOOSERS[self.config.reset](steps, rng) for group, steps in failed.items()}
+        points = {group: (failed[group], index) for group, index in indices.items() if index is not None}
         ctx.log("reset_found", len(points) / len(attempts))
         return points
+
+    @staticmethod
+    def _judged_steps(prompts, failed: dict, size: int, ctx) -> dict[int, int | None]:
+        """SRPO: the policy judges each failed attempt (greedy, in the built-in task's judge format); the step its
+        reply marks wrong is the reset point."""
+        groups = list(failed)
+        judged = [judge_prompt(text_prompt(prompts[g * size], role=RESET), "".join(failed[g])) for g in groups]
+        replies = ctx.generate(judged, do_sample=False)
+        return {g: judged_wrong_step(r.text, len(failed[g])) for g, r in zip(groups, replies)}
 
     @hookimpl
     def post_step(self, ctx):

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import random
+
 import pytest
 
 from stackrl import ConfigError
@@ -10,6 +12,7 @@ from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script
 from stackrl_rrpo import RrpoConfig, first_wrong_line
+from stackrl_rrpo.resets import judged_wrong_step
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
@@ -34,10 +37,26 @@ def test_the_oracle_finds_the_first_wrong_line(attempt, wrong):
     assert first_wrong_line(split_steps(attempt)) == wrong
 
 
+def test_a_judge_reply_marks_the_step_it_stopped_at():
+    """The step a perfect judge's reply marks wrong is the oracle's first wrong line, on slipped solutions."""
+    from stackrl.tasks.arithmetic import CATEGORIES, make_problem
+    from stackrl.tasks.roles import judge_reply, slip
+
+    rng = random.Random(0)
+    for _ in range(200):
+        solution = make_problem(rng, rng.choice(CATEGORIES))["solution"]
+        attempt = slip(solution, rng)
+        steps = split_steps(attempt)
+        assert judged_wrong_step(judge_reply(attempt), len(steps)) == first_wrong_line(steps), attempt
+        assert judged_wrong_step(judge_reply(solution), len(steps)) is None  # "correct": no reset point
+    assert judged_wrong_step("3 + 4 = 7\n", 3) is None  # no verdict
+    assert judged_wrong_step("1 + 1 = 2\n2 + 2 = 4\n4 + 4 = 8\nVerdict: wrong", 2) is None  # more lines than steps
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"reset": "first"}, "rrpo.reset: must be one of random, oracle"),
+        ({"reset": "first"}, "rrpo.reset: must be one of random, self, oracle"),
         ({"reset_share": 0.0}, r"rrpo.reset_share: must be in \(0, 1\]"),
         ({"attempts": 0}, "rrpo.attempts: must be at least 1"),
         ({"correct_reward": "rrpo"}, "rrpo.correct_reward: first attempts are judged in the sample stage"),
