@@ -31,7 +31,7 @@ class Rise(Plugin):
             return None
         size = ctx.group_size
         answers = self._answers(ctx.rollout_columns)
-        group_roles = assign_roles(len(prompts) // size, self.shares, key="rise.verify_share")
+        group_roles = assign_roles(len(prompts) // size, self.shares, key=f"{self.name}.verify_share")
         attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
         rows = [
             judge_prompt(text_prompt(prompt, role=VERIFY), attempts[i // size]) if i // size in attempts else prompt
@@ -73,7 +73,7 @@ class Rise(Plugin):
     def _answers(self, columns: dict) -> list:
         if self.config.answer_column not in columns:
             raise PluginError(
-                f"rise.answer_column: the batch has no column '{self.config.answer_column}'; RISE scores solutions "
-                "and critiques against the reference answer (a label-free run hides it)"
+                f"{self.name}.answer_column: the batch has no column '{self.config.answer_column}'; solutions and "
+                "critiques are scored against the reference answer (a label-free run hides it)"
             )
         return columns[self.config.answer_column]
