@@ -77,6 +77,7 @@ class EvalSection:
     seed: int = 0
     metric: str = "exact_match"  # a built-in outcome reward that judges a completion
     skill: str = "solve"  # what `stackrl eval` measures: solve, judge or repair (docs/roles.md)
+    verify_vote: bool = False  # solve: the model also judges each sample; vmaj@k votes among those it accepts
     before_and_after: bool = True  # evaluate at the start and the end of `stackrl train`
     every_steps: int = 0  # also evaluate every this many training steps (0 = only before and after)
 
@@ -313,6 +314,11 @@ def _check_skill(config: LoadedConfig) -> None:
     skill, data = config.host.eval.skill, config.host.data
     if skill not in SKILLS:
         raise ConfigError(f"eval.skill must be one of {', '.join(SKILLS)}, not '{skill}'")
+    if config.host.eval.verify_vote and (skill != "solve" or data.chat):
+        raise ConfigError(
+            "eval.verify_vote judges samples with plain-text judge prompts (docs/roles.md); it needs eval.skill: solve "
+            "and data.chat: false"
+        )
     if skill != "solve" and data.chat:
         raise ConfigError(
             f"eval.skill {skill} writes plain-text role prompts (docs/roles.md); it needs data.chat: false"

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from stackrl.config import EvalSection, LoadedConfig
 from stackrl.data import load_prompts
 from stackrl.rewards import OUTCOME_REWARDS, extract_answer
+from stackrl.tasks.roles import judge_prompt, parse_verdict
 
 
 def _prompt_texts(tokenizer, prompts: list) -> list[str]:
@@ -20,14 +21,25 @@ def _prompt_texts(tokenizer, prompts: list) -> list[str]:
     return [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
 
 
-def _majority_correct(texts: list[str], answer: str, check) -> float:
-    """Correctness of the most common final answer among ``texts`` (ties: the one seen first)."""
+def verification_weighted_vote(answers: list, verdicts: list) -> str | None:
+    """The final answer most of the samples judged correct agree on; with none judged correct, the plain majority.
+
+    ``answers`` are the samples' final answers (``None``: none), ``verdicts`` a judge's verdict on each (True
+    correct, False wrong, None none). Ties go to the answer seen first; ``None`` when no sample has an answer.
+    """
+    accepted = [a for a, verdict in zip(answers, verdicts, strict=True) if a is not None and verdict is True]
+    pool = accepted or [a for a in answers if a is not None]
+    if not pool:
+        return None
+    votes = Counter(pool)
+    return max(votes, key=lambda a: (votes[a], -pool.index(a)))
+
+
+def _vote_correct(texts: list[str], answer: str, check, verdicts: list | None = None) -> float:
+    """Correctness of the voted final answer among ``texts``: the plain majority, or weighted by ``verdicts``."""
     answers = [extract_answer(t) for t in texts]
-    votes = Counter(a for a in answers if a is not None)
-    if not votes:
-        return 0.0
-    top = max(votes, key=lambda a: (votes[a], -answers.index(a)))
-    return check(texts[answers.index(top)], answer)
+    top = verification_weighted_vote(answers, verdicts or [None] * len(texts))
+    return 0.0 if top is None else check(texts[answers.index(top)], answer)
 
 
 def _my_batches(starts: list[int], accelerator) -> list[int]:
@@ -97,19 +109,20 @@ def _completions(
     return [results[i] for i in range(len(prompts))]
 
 
-def _solve_figures(completions: list[list[str]], answers: list[str], categories: list | None, check, k: int) -> dict:
+def _solve_figures(
+    completions: list[list[str]], answers: list[str], categories: list | None, check, k: int, verdicts=None
+) -> dict:
     pass1 = [sum(check(t, answer) for t in texts) / k for texts, answer in zip(completions, answers)]
-    majority = [_majority_correct(texts, answer, check) for texts, answer in zip(completions, answers)]
+    majority = [_vote_correct(texts, answer, check) for texts, answer in zip(completions, answers)]
     by_category = {}
     for correct, category in zip(pass1, categories or []):
         by_category.setdefault(category, []).append(correct)
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
-    return {
-        "pass@1": mean(pass1),
-        f"maj@{k}": mean(majority),
-        "problems": len(pass1),
-        "by_category": {name: mean(v) for name, v in by_category.items()},
-    }
+    figures = {"pass@1": mean(pass1), f"maj@{k}": mean(majority)}
+    if verdicts is not None:
+        verified = [_vote_correct(*row, check, judged) for row, judged in zip(zip(completions, answers), verdicts)]
+        figures[f"vmaj@{k}"] = mean(verified)
+    return {**figures, "problems": len(pass1), "by_category": {name: mean(v) for name, v in by_category.items()}}
 
 
 @torch.no_grad()
@@ -150,7 +163,13 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
             second = [check(t, answer) for t, answer in zip(retries, answers)]
             return {"skill": "repair", **skills.repair_figures(first, second, categories)}
         k = section.samples
-        return _solve_figures(generate(prompts, k), answers, categories, check, k)
+        completions = generate(prompts, k)
+        verdicts = None
+        if section.verify_vote:  # the model judges each of its samples; its verdicts weigh the vote
+            judged = [judge_prompt(p, t) for p, texts in zip(prompts, completions) for t in texts]
+            flat = [parse_verdict(r[0]) for r in generate(judged, 1, section.seed + 2)]
+            verdicts = [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
+        return _solve_figures(completions, answers, categories, check, k, verdicts)
     finally:
         model.train(was_training)
         _unpack_cpu_4bit_weights(model)

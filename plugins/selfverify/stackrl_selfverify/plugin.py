@@ -3,7 +3,8 @@
 The rollout is RISE's (:mod:`stackrl_rise`): solve groups answer, verify groups judge one on-policy attempt each.
 What differs is the reward: an answer earns 1 when the verifier accepts it and 0 otherwise; a verification earns
 1 when its verdict agrees with the verifier and 0 otherwise (a missing verdict included). At inference the same
-policy weighs its answers by its own verdicts (:func:`stackrl_selfverify.verification_weighted_vote`).
+policy weighs its answers by its own verdicts: ``stackrl eval`` with ``eval.verify_vote`` reports that vote
+(:func:`stackrl.evaluation.verification_weighted_vote`) beside the plain majority.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from stackrl.tasks import parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_rise import critique_score, solution_score
-from stackrl_selfverify import SelfVerifyConfig, verification_weighted_vote
+from stackrl_selfverify import SelfVerifyConfig
 
 
 class TestConformance(PluginConformance):
@@ -25,21 +25,6 @@ def test_the_verifier_scores_answers_and_verdicts_one_or_zero():
 def test_errors_name_this_plugins_section():
     with pytest.raises(ConfigError, match=r"^selfverify.verify_share: must be in \(0, 1\)"):
         SelfVerifyConfig(verify_share=0.0)
-
-
-@pytest.mark.parametrize(
-    "answers, verdicts, vote",
-    [
-        (["3", "4", "4"], [True, False, False], "3"),  # the only answer judged correct wins over the majority
-        (["3", "4", "4", "3"], [True, True, True, False], "4"),  # among accepted ones, the most common
-        (["3", "4", "4"], [False, False, None], "4"),  # none accepted: the plain majority
-        (["3", "4"], [True, True], "3"),  # a tie: the first seen
-        ([None, "5"], [True, False], "5"),  # an accepted sample without an answer casts no vote
-        ([None, None], [True, True], None),
-    ],
-)
-def test_verification_weighted_vote(answers, verdicts, vote):
-    assert verification_weighted_vote(answers, verdicts) == vote
 
 
 def test_answers_and_verifications_are_scored_by_the_verifier(make_config):
