@@ -105,6 +105,7 @@ class RewardCalls:
                 "prompt_texts": self.tokenizer.batch_decode(rollout.prompt_ids, skip_special_tokens=True),
                 "completion_ids": [list(map(int, ids)) for ids in rollout.completion_ids],
                 "builtin_rewards": {k: v.tolist() for k, v in rollout.rewards.items()},
+                "roles": rollout.columns.get("role"),
                 "result": [float(x) for x in result],
             }
         )

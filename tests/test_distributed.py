@@ -84,6 +84,24 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                 },
             },
         },
+        # Roles: reset groups continue failed attempts of the built-in model, derived through ctx.generate.
+        "roles": {
+            "name": "roles",
+            "plugins": ["rrpo", "group_rank"],
+            "sections": {
+                "model": {"name_or_path": "stackrl/arith-tiny"},
+                "data": {"options": {"categories": ["3 steps, 2-digit"]}},
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "roles" / "run"),
+                "rrpo": {"reset": "oracle", "reset_share": 1.0},
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
+                    "max_completion_length": 48,
+                },
+            },
+        },
         # Columns and an injected-text loss mask from the sample stage, across the gather and the scatter.
         "injected": {
             "name": "injected",
@@ -214,3 +232,21 @@ def test_columns_and_loss_mask_survive_gather_and_scatter(launched, tiny_model_d
     assert len({sampled for _, sampled, _, _ in seen}) > 1, "sampled lengths never varied: the row check is void"
     for tag, sampled, trained, whole in seen:
         assert (trained, whole) == (sampled, sampled + n_injected), tag
+
+
+def test_role_groups_derived_on_two_processes_are_the_same_on_both(launched, worker):
+    """Reset groups sample first attempts and continuations through ctx.generate, split over the processes: both
+    processes derive the same prefixes and hold the same rollout, roles included, and train the same weights."""
+    runs, out = launched
+    ranks = worker.reports(out, "roles")
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    resets = 0
+    for call in ranks[0]["reward_calls"]:
+        assert len(call["roles"]) == GLOBAL and all(call["roles"][i] == call["roles"][i - i % GROUP] for i in range(GLOBAL))
+        for i, role in enumerate(call["roles"]):
+            if role == "reset":  # trained on the question followed by the kept steps
+                resets += 1
+                assert call["prompt_texts"][i].startswith(call["prompts"][i].strip())
+                assert len(call["prompt_texts"][i]) > len(call["prompts"][i].strip())
+    assert resets, "no reset group in either step: the check is void"
