@@ -105,6 +105,7 @@ class RewardCalls:
                 "prompt_texts": self.tokenizer.batch_decode(rollout.prompt_ids, skip_special_tokens=True),
                 "completion_ids": [list(map(int, ids)) for ids in rollout.completion_ids],
                 "builtin_rewards": {k: v.tolist() for k, v in rollout.rewards.items()},
+                "roles": rollout.columns.get("role"),
                 "result": [float(x) for x in result],
             }
         )
@@ -144,6 +145,7 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         "reward_calls": calls.calls,
         "param_hash": parameter_hash(trainer.model),
         "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
+        "seen_in_loss": plugins["injected_turn"].seen_in_loss if "injected_turn" in plugins else None,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{rank}.json").write_text(json.dumps(report))

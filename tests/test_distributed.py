@@ -29,6 +29,7 @@ GROUP = 4
 GLOBAL = NPROC * PER_DEVICE
 STEPS = 2
 STACK = ["prompt_suffix", "digit_reward", "group_rank", "token_decay", "logp_loss", "step_counter"]
+INJECTED = " Check it:"
 EOS_BIAS = 4.0  # makes the random tiny model end completions early, so lengths vary and group_rank has work to do
 
 assert GLOBAL % GROUP == 0 and PER_DEVICE % GROUP != 0, "a group must straddle the two processes"
@@ -79,6 +80,40 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                     "max_steps": STEPS,
                     "save_strategy": "steps",
                     "save_steps": 2,
+                    "generation_kwargs": {"sequence_bias": eos_bias},
+                },
+            },
+        },
+        # Roles: reset groups continue failed attempts of the built-in model, derived through ctx.generate.
+        "roles": {
+            "name": "roles",
+            "plugins": ["rrpo", "group_rank"],
+            "sections": {
+                "model": {"name_or_path": "stackrl/arith-tiny"},
+                "data": {"options": {"categories": ["3 steps, 2-digit"]}},
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "roles" / "run"),
+                "rrpo": {"reset": "oracle", "reset_share": 1.0},
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
+                    "max_completion_length": 48,
+                },
+            },
+        },
+        # Columns and an injected-text loss mask from the sample stage, across the gather and the scatter.
+        "injected": {
+            "name": "injected",
+            "plugins": ["injected_turn"],
+            "sections": {
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "injected" / "run"),
+                "injected_turn": {"inject": INJECTED},
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
                     "generation_kwargs": {"sequence_bias": eos_bias},
                 },
             },
@@ -179,3 +214,39 @@ def test_plugin_stack_two_processes_with_checkpoint(launched, worker):
     assert states["step_counter"]["steps"] == STEPS
     assert len(states["step_counter"]["reward_sums"]) == STEPS
     assert [s["rewards"] for s in states["group_rank"]["seen"]] == [s["rewards"] for s in ranks[0]["seen"]]
+
+
+def test_columns_and_loss_mask_survive_gather_and_scatter(launched, tiny_model_dir, worker):
+    """Each process's loss stage holds its own rows, tagged in the sample stage, each with its sampled tokens
+    trained and the injected ones masked; together the two processes hold every row of every step once."""
+    from transformers import AutoTokenizer
+
+    runs, out = launched
+    n_injected = len(AutoTokenizer.from_pretrained(tiny_model_dir)(INJECTED, add_special_tokens=False).input_ids)
+    ranks = worker.reports(out, "injected")
+    seen = [row for report in ranks for row in report["seen_in_loss"]]
+    assert len(seen) == STEPS * GLOBAL and all(len(report["seen_in_loss"]) == STEPS * PER_DEVICE for report in ranks)
+    assert sorted(tag for tag, *_ in seen) == sorted([f"row{i}" for i in range(GLOBAL)] * STEPS)
+    for rank, report in enumerate(ranks):  # TRL shuffles rows within a process, never across
+        assert {tag for tag, *_ in report["seen_in_loss"]} == {f"row{i}" for i in range(rank * PER_DEVICE, (rank + 1) * PER_DEVICE)}
+    assert len({sampled for _, sampled, _, _ in seen}) > 1, "sampled lengths never varied: the row check is void"
+    for tag, sampled, trained, whole in seen:
+        assert (trained, whole) == (sampled, sampled + n_injected), tag
+
+
+def test_role_groups_derived_on_two_processes_are_the_same_on_both(launched, worker):
+    """Reset groups sample first attempts and continuations through ctx.generate, split over the processes: both
+    processes derive the same prefixes and hold the same rollout, roles included, and train the same weights."""
+    runs, out = launched
+    ranks = worker.reports(out, "roles")
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    resets = 0
+    for call in ranks[0]["reward_calls"]:
+        assert len(call["roles"]) == GLOBAL and all(call["roles"][i] == call["roles"][i - i % GROUP] for i in range(GLOBAL))
+        for i, role in enumerate(call["roles"]):
+            if role == "reset":  # trained on the question followed by the kept steps
+                resets += 1
+                assert call["prompt_texts"][i].startswith(call["prompts"][i].strip())
+                assert len(call["prompt_texts"][i]) > len(call["prompts"][i].strip())
+    assert resets, "no reset group in either step: the check is void"

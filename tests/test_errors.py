@@ -184,6 +184,14 @@ REFUSED = [
     ("data template field", {"data": {"prompt_template": "Q: {problem}"}}, [f"data.source={ROWS}"],
      f"a.yaml (data.prompt_template), command line (data.source): data.prompt_template names column 'problem', "
      f"which data.source ({ROWS}) lacks; columns: question, answer"),
+    ("unknown skill to evaluate", {}, ["eval.skill=grade"],
+     "command line: eval.skill must be one of solve, judge, repair, not 'grade'"),
+    ("judging without the built-in task", {"eval": {"skill": "judge"}}, [f"data.source={ROWS}"],
+     f"a.yaml (eval.skill), command line (data.source): eval.skill judge shows the built-in task's solutions and "
+     f"slipped copies of them; it needs data.source: arithmetic, not '{ROWS}'"),
+    ("repairing in chat", {"data": {"chat": True}}, ["eval.skill=repair"],
+     "command line (eval.skill), a.yaml (data.chat): eval.skill repair writes plain-text role prompts "
+     "(docs/roles.md); it needs data.chat: false"),
     ("plugin config raising in __post_init__", {"plugins": ["needs_value"], "needs_value": {"threshold": 2.0}}, [],
      "a.yaml: plugin 'needs_value' rejected its settings (section 'needs_value'): ValueError: threshold must lie "
      "in [0, 1], not 2.0"),
@@ -240,6 +248,14 @@ def refused(workdir, command, tree, overrides, capsys) -> str:
 @pytest.mark.parametrize("tree, overrides, message", [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED])
 def test_bad_input_is_refused_before_anything_loads(workdir, command, tree, overrides, message, capsys):
     assert f"stackrl: error: {message}\n" in refused(workdir, command, tree, overrides, capsys)
+
+
+def test_training_refuses_to_measure_another_skill_than_solving(workdir, capsys):
+    assert refused(workdir, "train", {}, ["eval.skill=judge"], capsys).endswith(
+        "stackrl: error: command line: eval.skill judge: stackrl train measures solving while it trains; measure "
+        "judge with `stackrl eval CONFIG... eval.skill=judge checkpoint=RUN`, or set eval.before_and_after=false and "
+        "eval.every_steps=0\n"
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS)

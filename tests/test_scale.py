@@ -55,6 +55,23 @@ EVAL = {"split": "test", "size": 24, "samples": 2, "batch_size": 8, "temperature
 
 
 
+def _exclusive_winners(methods: dict) -> dict[str, str]:
+    """A winner for each exclusive hook several method plugins claim: sage where it claims one (in its recipe's
+    mode sage, losing its generation is an error), else the first claimant."""
+    from stackrl.manager import EXCLUSIVE_HOOKS, PluginManager, installed_plugins
+
+    claimants = {hook: [] for hook in EXCLUSIVE_HOOKS}
+    for name in methods:
+        plugin = installed_plugins()[name].load()()
+        plugin.name = name
+        for hook in EXCLUSIVE_HOOKS:
+            if PluginManager([plugin]).has(hook):
+                claimants[hook].append(name)
+    return {
+        hook: "sage" if "sage" in names else names[0] for hook, names in claimants.items() if len(names) > 1
+    }
+
+
 def _runs(out: Path) -> dict[str, dict]:
     trainer = {
         "per_device_train_batch_size": PER_DEVICE,
@@ -95,6 +112,7 @@ def _runs(out: Path) -> dict[str, dict]:
             "sections": {
                 "model": {**QLORA, "name_or_path": "stackrl/arith-tiny"},
                 "rewards": rewards,
+                "exclusive": _exclusive_winners(methods),
                 "output_dir": str(out / "methods" / "run"),
                 "trainer": trainer,
                 **{name: m["settings"] for name, m in methods.items()},

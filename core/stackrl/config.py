@@ -76,6 +76,8 @@ class EvalSection:
     batch_size: int = 64
     seed: int = 0
     metric: str = "exact_match"  # a built-in outcome reward that judges a completion
+    skill: str = "solve"  # what `stackrl eval` measures: solve, judge or repair (docs/roles.md)
+    verify_vote: bool = False  # solve: the model also judges each sample; vmaj@k votes among those it accepts
     before_and_after: bool = True  # evaluate at the start and the end of `stackrl train`
     every_steps: int = 0  # also evaluate every this many training steps (0 = only before and after)
 
@@ -293,6 +295,7 @@ def _check_semantics(config: LoadedConfig) -> None:
         raise ConfigError(
             f"eval.metric must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not '{config.host.eval.metric}'"
         )
+    _check_skill(config)
     for key, value in (("eval.every_steps", config.host.eval.every_steps), ("log_samples", config.host.log_samples)):
         if value < 0:
             raise ConfigError(f"{key} must be 0 (off) or a positive number, not {value}")
@@ -301,6 +304,29 @@ def _check_semantics(config: LoadedConfig) -> None:
         raise ConfigError(
             f"rewards.{outcome[0]} compares with the reference answer, but data.label_free hides it; "
             f"set rewards.{outcome[0]}=null or data.label_free=false"
+        )
+
+
+def _check_skill(config: LoadedConfig) -> None:
+    """Judging and repairing are measured with the built-in task's plain-text role prompts."""
+    from stackrl.tasks.skills import SKILLS
+
+    skill, data = config.host.eval.skill, config.host.data
+    if skill not in SKILLS:
+        raise ConfigError(f"eval.skill must be one of {', '.join(SKILLS)}, not '{skill}'")
+    if config.host.eval.verify_vote and (skill != "solve" or data.chat):
+        raise ConfigError(
+            "eval.verify_vote judges samples with plain-text judge prompts (docs/roles.md); it needs eval.skill: solve "
+            "and data.chat: false"
+        )
+    if skill != "solve" and data.chat:
+        raise ConfigError(
+            f"eval.skill {skill} writes plain-text role prompts (docs/roles.md); it needs data.chat: false"
+        )
+    if skill == "judge" and data.source != "arithmetic":
+        raise ConfigError(
+            f"eval.skill judge shows the built-in task's solutions and slipped copies of them; it needs "
+            f"data.source: arithmetic, not '{data.source}'"
         )
 
 

@@ -28,7 +28,9 @@ class Rollout:
 
     Row ``i`` belongs to group ``i // group_size``; a group's rows are the ``group_size`` completions of one
     prompt. ``prompts`` are the dataset's prompts (text or chat messages), ``columns`` the dataset's other columns
-    (``answer``, ``solution``, ...), one value per row.
+    (``answer``, ``solution``, ...) and those a ``generate_rollout`` plugin added (``role``, ...), one value per
+    row. ``loss_mask`` holds, per row, 1 on each completion token the policy loss may train and 0 on text a plugin
+    injected (``None``: every token trains).
     """
 
     prompts: list
@@ -41,6 +43,7 @@ class Rollout:
     advantages: torch.Tensor | None = None
     excluded: set[int] = field(default_factory=set)  # rows kept out of the policy loss: see exclude_from_loss
     pseudo_labels: dict[str, list] = field(default_factory=dict)  # plugin -> one label per row: see RewardContext
+    loss_mask: list[list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.completions)
@@ -94,15 +97,23 @@ class Rollout:
             group_size=self.group_size,
             rewards={k: v[rows] for k, v in self.rewards.items()},
             advantages=None if self.advantages is None else self.advantages[rows],
+            loss_mask=None if self.loss_mask is None else [self.loss_mask[i] for i in rows],
         )
 
 
 @dataclass
 class Samples:
-    """What ``generate_rollout`` returns: one completion per prompt, and optionally the prompt to train on."""
+    """What ``generate_rollout`` returns: one completion per prompt, and optionally the prompt to train on.
+
+    ``columns`` are per-row values (one per prompt) merged into ``rollout.columns`` for every later stage;
+    ``loss_mask`` has one 0/1 per completion token, 0 on text the plugin injected between turns, which then counts
+    in neither the policy loss, its KL and entropy, nor its token normaliser.
+    """
 
     completion_ids: list[list[int]]
     prompt_ids: list[list[int]] | None = None
+    columns: dict[str, list] = field(default_factory=dict)
+    loss_mask: list[list[int]] | None = None
 
 
 @dataclass
@@ -190,7 +201,8 @@ class LossContext(_Context):
 
     ``prompt_ids``/``prompt_mask`` are left-padded, ``completion_ids``/``completion_mask`` right-padded, all
     ``(B, ...)``; ``policy_logps`` is ``(B, T)`` with gradient; ``rollout`` holds the same ``B`` rows as text
-    with their dataset columns and rewards; ``advantages`` is ``(B,)`` or ``(B, T)``.
+    with their columns and rewards; ``advantages`` is ``(B,)`` or ``(B, T)``. ``loss_mask`` is ``(B, T)``, the
+    tokens TRL's policy loss trains: ``completion_mask`` less injected text and rows excluded from the loss.
     """
 
     rollout: Rollout = None
@@ -200,6 +212,7 @@ class LossContext(_Context):
     completion_mask: torch.Tensor = None
     advantages: torch.Tensor = None
     policy_logps: torch.Tensor = None
+    loss_mask: torch.Tensor = None
 
 
 @dataclass

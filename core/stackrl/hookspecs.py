@@ -51,7 +51,9 @@ def generate_rollout(prompts, ctx):
     Sees: ``prompts`` (the whole batch, transformed), ``ctx`` (:class:`stackrl.SampleContext`), whose
     ``generate`` and ``score`` let the plugin sample and score with the current policy as often as it needs.
     May change: return a :class:`stackrl.Samples` with one completion per prompt, in order; ``prompt_ids`` may
-    name the prompt each completion is trained on. Returning ``None`` lets the host generate as usual.
+    name the prompt each completion is trained on, ``columns`` add per-row values (such as each row's ``role``)
+    to ``rollout.columns``, and ``loss_mask`` keeps injected text out of the policy loss. Returning ``None`` lets
+    the host generate as usual.
 
     Example::
 

@@ -290,6 +290,7 @@ def train(config: LoadedConfig, resume=None) -> dict:
     :class:`TrainingInterrupted`, which names the run's last checkpoint.
     """
     with config.origins.naming():
+        _check_evaluated_skill(config)
         checkpoint = resume_checkpoint(config, resume)
     use_threads(config)
     run_dir = config.host.output_dir
@@ -325,6 +326,17 @@ def train(config: LoadedConfig, resume=None) -> dict:
     if trainer.accelerator.is_main_process:
         plot_runs([run_dir])
     return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings)}
+
+
+def _check_evaluated_skill(config: LoadedConfig) -> None:
+    """Training logs, plots and sums up held-out pass@1; the other skills are measured by ``stackrl eval``."""
+    section = config.host.eval
+    if section.skill != "solve" and (section.before_and_after or section.every_steps):
+        raise ConfigError(
+            f"eval.skill {section.skill}: stackrl train measures solving while it trains; measure {section.skill} "
+            f"with `stackrl eval CONFIG... eval.skill={section.skill} checkpoint=RUN`, or set "
+            f"eval.before_and_after=false and eval.every_steps=0"
+        )
 
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:

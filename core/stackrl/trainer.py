@@ -45,6 +45,7 @@ from stackrl.errors import ConfigError, PluginError, StackrlError
 from stackrl.manager import PluginManager
 from stackrl.policy import PolicyAccess
 from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
 from stackrl.truth import TRUTH_COLUMN, truth_figures
 
@@ -156,6 +157,8 @@ class StackTrainer(GRPOTrainer):
         grpo_args.reward_weights = [weights[name] for name in components]
         self._rollouts: dict[str, Rollout] = {}
         self._local_prompt_ids: list[list[int]] = []
+        self._added_columns: dict[str, list] = {}  # what generate_rollout returned for the whole batch
+        self._added_loss_mask: list[list[int]] | None = None
         self._pending_rows: list[dict] = []
         self._sample_ctx: SampleContext | None = None
         self._policy_logps: torch.Tensor | None = None
@@ -249,6 +252,7 @@ class StackTrainer(GRPOTrainer):
         output["num_items_in_batch"] = self.accelerator.gather((output["completion_mask"] * loss_mask).sum()).sum()
 
     def _generate(self, prompts):
+        self._added_columns, self._added_loss_mask = {}, None
         if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):
             ctx = self._context(
                 SampleContext,
@@ -293,7 +297,34 @@ class StackTrainer(GRPOTrainer):
                 raise PluginError(f"{where} returned {len(given)} {field}; expected {len(everyone)} (one per row)")
         if samples.prompt_ids is not None:
             prompt_ids = samples.prompt_ids[local]
-        return {"prompt_ids": prompt_ids, "completion_ids": samples.completion_ids[local], "logprobs": None}
+        output = {"prompt_ids": prompt_ids, "completion_ids": samples.completion_ids[local], "logprobs": None}
+        self._added_columns = self._checked_columns(where, samples.columns, len(everyone))
+        if samples.loss_mask is not None:
+            self._added_loss_mask = self._checked_loss_mask(where, samples.loss_mask, samples.completion_ids)
+            output["env_mask"] = self._added_loss_mask[local]  # TRL's name for its loss-only tool_mask
+        return output
+
+    def _checked_columns(self, where: str, columns: dict, n: int) -> dict[str, list]:
+        dataset_columns = {"prompt", *(self._pending_rows[0] if self._pending_rows else {})}
+        for name, values in columns.items():
+            if name in dataset_columns:
+                raise PluginError(f"{where} returned column '{name}', which the dataset already has")
+            if len(values) != n:
+                raise PluginError(f"{where} returned {len(values)} values in column '{name}'; expected {n} (one per row)")
+        return {name: list(values) for name, values in columns.items()}
+
+    @staticmethod
+    def _checked_loss_mask(where: str, loss_mask: list, completion_ids: list) -> list[list[int]]:
+        if len(loss_mask) != len(completion_ids):
+            raise PluginError(f"{where} returned {len(loss_mask)} loss_mask rows; expected {len(completion_ids)}")
+        for row, (mask, ids) in enumerate(zip(loss_mask, completion_ids)):
+            if len(mask) != len(ids):
+                raise PluginError(
+                    f"{where} returned a loss_mask of {len(mask)} tokens for row {row}, whose completion has {len(ids)}"
+                )
+            if any(v not in (0, 1) for v in mask):
+                raise PluginError(f"{where} returned a loss_mask for row {row} with values other than 0 and 1")
+        return [[int(v) for v in mask] for mask in loss_mask]
 
     # -- reward ---------------------------------------------------------------------------------------------------
 
@@ -311,8 +342,9 @@ class StackTrainer(GRPOTrainer):
             completions=[r[2] for r in rows],
             prompt_ids=[list(r[3]) for r in rows],
             completion_ids=[list(r[4]) for r in rows],
-            columns=self._columns([r[0] for r in rows]),
+            columns={**self._columns([r[0] for r in rows]), **self._added_columns},
             group_size=self._group_size,
+            loss_mask=self._added_loss_mask,
         )
         self._rollouts[self._mode] = rollout
         self._compute_reward_components(rollout)
@@ -324,9 +356,15 @@ class StackTrainer(GRPOTrainer):
         return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
 
     def _compute_reward_components(self, rollout: Rollout) -> None:
+        # Rows of a role that answers no question (a verdict, a reflection) are the plugin's to score.
+        roles = rollout.columns.get(ROLE_COLUMN)
+        solutions = [True] * len(rollout) if roles is None else [role in SOLUTION_ROLES for role in roles]
         for name, fn in self._outcome_rewards.items():
             answers = rollout.columns[self._answer_column]
-            values = [fn(text, answer) for text, answer in zip(rollout.completions, answers)]
+            values = [
+                fn(text, answer) if solution else float("nan")
+                for text, answer, solution in zip(rollout.completions, answers, solutions)
+            ]
             rollout.rewards[name] = torch.tensor(values, dtype=torch.float32)
         if not self.plugins.has("reward"):
             return
@@ -427,6 +465,7 @@ class StackTrainer(GRPOTrainer):
             completion_mask=inputs["completion_mask"],
             advantages=inputs["advantages"],
             policy_logps=self._policy_logps,
+            loss_mask=inputs["completion_mask"] * inputs.get("tool_mask", 1),
         )
         # TRL's loss is already divided by the accumulation steps (loss_is_scaled_for_ga); terms follow suit.
         scale = 1.0 / self.current_gradient_accumulation_steps if self._mode == "train" else 1.0

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from omegaconf import MISSING
 
 from stackrl import Plugin, Samples, hookimpl
+from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES, assign_roles, rows_of_groups
 
 
 class DigitReward(Plugin):
@@ -87,6 +88,84 @@ class GreedyRollout(Plugin):
     def generate_rollout(self, prompts, ctx):
         generations = ctx.generate(prompts, do_sample=False, max_new_tokens=self.config.max_new_tokens)
         return Samples(completion_ids=[g.completion_ids for g in generations])
+
+
+@dataclass
+class InjectedTurnConfig:
+    inject: str = " Check it:"  # appended to every completion, masked from the loss; "" to append nothing
+    max_new_tokens: int = 8
+    tag_column: str = "row_tag"  # the column naming each row
+
+
+class InjectedTurn(Plugin):
+    """A two-part completion: the sampled part, then text the plugin injects (masked from the loss). Rows carry
+    columns from the sample stage; the reward reads one, and the loss stage records what its rows carry."""
+
+    Config = InjectedTurnConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.seen_in_loss = []  # per micro-batch row: (row tag, sampled tokens, loss-mask tokens, completion tokens)
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        generations = ctx.generate(prompts, max_new_tokens=self.config.max_new_tokens)
+        injected = ctx.tokenizer(self.config.inject, add_special_tokens=False).input_ids if self.config.inject else []
+        return Samples(
+            completion_ids=[g.completion_ids + injected for g in generations],
+            columns={
+                self.config.tag_column: [f"row{i}" for i in range(len(prompts))],
+                "sampled_tokens": [len(g.completion_ids) for g in generations],
+            },
+            loss_mask=[[1] * len(g.completion_ids) + [0] * len(injected) for g in generations],
+        )
+
+    @hookimpl
+    def reward(self, ctx):
+        """The share of distinct tokens in the sampled part: the same whether or not text was injected after it."""
+        rollout = ctx.rollout
+        sampled = [ids[:n] for ids, n in zip(rollout.completion_ids, rollout.columns["sampled_tokens"])]
+        return [len(set(ids)) / max(1, len(ids)) for ids in sampled]
+
+    @hookimpl
+    def loss_term(self, ctx):
+        columns = ctx.rollout.columns
+        for row in range(len(ctx.rollout)):
+            self.seen_in_loss.append(
+                (
+                    columns[self.config.tag_column][row],
+                    columns["sampled_tokens"][row],
+                    int(ctx.loss_mask[row].sum()),
+                    int(ctx.completion_mask[row].sum()),
+                )
+            )
+
+
+@dataclass
+class RoleRolloutConfig:
+    roles: dict[str, float] = field(default_factory=lambda: {"solve": 0.5, "verify": 0.5})
+
+
+class RoleRollout(Plugin):
+    """Gives the groups roles by share; scores only the rows that are not solutions (by their digit share)."""
+
+    Config = RoleRolloutConfig
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        group_roles = assign_roles(len(prompts) // ctx.group_size, self.config.roles, key="role_rollout.roles")
+        generations = ctx.generate(prompts)
+        return Samples(
+            completion_ids=[g.completion_ids for g in generations],
+            columns={ROLE_COLUMN: rows_of_groups(group_roles, ctx.group_size)},
+        )
+
+    @hookimpl
+    def reward(self, ctx):
+        return [
+            None if role in SOLUTION_ROLES else sum(ch.isdigit() for ch in text) / max(1, len(text))
+            for role, text in zip(ctx.rollout.columns[ROLE_COLUMN], ctx.rollout.completions)
+        ]
 
 
 class LogprobReward(Plugin):

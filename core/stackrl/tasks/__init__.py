@@ -2,14 +2,28 @@
 
 ``TASKS`` maps a task name to ``make_dataset(split="train", size=256, seed=0, categories=None) -> Dataset``;
 ``BUILTIN_MODELS`` maps a model name usable as ``model.name_or_path`` to a callable returning the local folder
-of a normal Hugging Face checkpoint (load it with ``from_pretrained``).
+of a normal Hugging Face checkpoint (load it with ``from_pretrained``). The roles of the built-in task beyond
+solving (judge and retry prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import arithmetic
+from . import arithmetic, roles
+from .roles import (
+    CORRECT,
+    JUDGE_MARKER,
+    JUDGE_TEMPLATE,
+    RETRY_INSTRUCTION,
+    RETRY_TEMPLATE,
+    VERDICT_PREFIX,
+    WRONG,
+    judge_prompt,
+    parse_verdict,
+    retry_prompt,
+    slip,
+)
 
 _ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -25,4 +39,21 @@ def arith_tiny_path() -> Path:
 TASKS = {"arithmetic": arithmetic.make_dataset}
 BUILTIN_MODELS = {"stackrl/arith-tiny": arith_tiny_path}
 
-__all__ = ["BUILTIN_MODELS", "TASKS", "arith_tiny_path", "arithmetic"]
+__all__ = [
+    "BUILTIN_MODELS",
+    "CORRECT",
+    "JUDGE_MARKER",
+    "JUDGE_TEMPLATE",
+    "RETRY_INSTRUCTION",
+    "RETRY_TEMPLATE",
+    "TASKS",
+    "VERDICT_PREFIX",
+    "WRONG",
+    "arith_tiny_path",
+    "arithmetic",
+    "judge_prompt",
+    "parse_verdict",
+    "retry_prompt",
+    "roles",
+    "slip",
+]

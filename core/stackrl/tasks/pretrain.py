@@ -1,4 +1,5 @@
-"""Make the built-in ``stackrl/arith-tiny`` checkpoint: a tiny Qwen2 taught the arithmetic task by SFT.
+"""Make the built-in checkpoints: ``stackrl/arith-tiny``, a tiny Qwen2 taught the arithmetic task by SFT, and
+``stackrl/arith-skills``, arith-tiny taught to judge and repair attempts as well.
 
 Remake it (CPU, about 30 minutes; one thread, so the result does not depend on the core count)::
 
@@ -34,6 +35,15 @@ held-out test problems (50 per category, ``make_dataset("test", 300, seed=0)``),
 Given the reference solution before the question, its greedy accuracy is 1.00 (0.98 on 4 steps, 2-digit).
 Easy categories are mostly solved and hard ones mostly not (carries in 2-digit sums and 3-digit times 1-digit
 products), which leaves room for RL.
+
+Phase 3, roles (``stackrl/arith-skills``; its README has the command, the settings and the figures): starting
+from arith-tiny (``--init``, ``--reading-steps 0``), each example teaches one role drawn with the weights of
+``--skills-mix``: solving, reading a spoiled reference (so neither earlier skill fades), judging an attempt and
+retrying after one (:mod:`stackrl.tasks.roles`), half of the attempts shown with one slip. The rate is constant
+after warmup, so the snapshot a run saves at step k (``--save-every``) is the model a run with
+``--skills-steps k`` makes. Every checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of
+the recipe (:func:`recipe_hash`), the hash of the starting weights, and the final figures (or, for a snapshot,
+its phase and step).
 """
 
 from __future__ import annotations
@@ -45,58 +55,93 @@ import random
 import time
 from pathlib import Path
 
-__all__ = ["evaluate", "main", "pretrain"]
+__all__ = ["RECORD_FILE", "evaluate", "evaluate_skills", "file_hash", "generate", "main", "pretrain", "recipe_hash"]
 
 
-def evaluate(
+def generate(
     model,
     tokenizer,
-    dataset,
+    prompts: list[str],
     *,
     greedy: bool = True,
     batch_size: int = 64,
     max_new_tokens: int = 96,
     temperature: float = 1.0,
     seed: int = 0,
-) -> dict[str, float]:
+) -> list[str]:
+    """The completion of each prompt, without eos. ``greedy=False`` samples at ``temperature`` with no top-k/top-p,
+    seeded with ``seed``; the global torch random state is left as it was."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    texts = []
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+    kwargs = {"do_sample": False} if greedy else sampling
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for start in range(0, len(prompts), batch_size):
+                enc = tokenizer(
+                    prompts[start : start + batch_size],
+                    return_tensors="pt",
+                    padding=True,
+                    padding_side="left",
+                    add_special_tokens=False,
+                )
+                with torch.no_grad():
+                    out = model.generate(
+                        **enc,
+                        max_new_tokens=max_new_tokens,
+                        eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id,
+                        **kwargs,
+                    )
+                texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    finally:
+        model.train(was_training)
+    return texts
+
+
+def _by_category(values, categories) -> dict[str, float]:
+    """The mean of ``values`` overall ("all") and per category."""
+    groups: dict[str, list[float]] = {}
+    for value, category in zip(values, categories):
+        groups.setdefault(category, []).append(float(value))
+    result = {"all": sum(map(float, values)) / max(1, len(values))}
+    result.update({c: sum(v) / len(v) for c, v in groups.items()})
+    return result
+
+
+def evaluate(model, tokenizer, dataset, *, greedy: bool = True, temperature: float = 1.0, seed: int = 0) -> dict:
     """pass@1 of ``model`` on ``dataset`` (columns question, answer, category) with exact_match.
 
     Returns ``{"all": acc, <category>: acc, ...}``. ``greedy=False`` samples at ``temperature`` with no top-k/top-p.
     """
-    import torch
-
     from stackrl.rewards import exact_match
 
-    was_training = model.training
-    model.eval()
-    old_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    scores: dict[str, list[float]] = {}
-    try:
-        for start in range(0, len(dataset), batch_size):
-            rows = dataset[start : start + batch_size]
-            enc = tokenizer(rows["question"], return_tensors="pt", padding=True, add_special_tokens=False)
-            kwargs = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-            with torch.no_grad():
-                out = model.generate(
-                    **enc,
-                    max_new_tokens=max_new_tokens,
-                    eos_token_id=tokenizer.eos_token_id,
-                    pad_token_id=tokenizer.pad_token_id,
-                    **kwargs,
-                )
-            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-            for text, answer, category in zip(texts, rows["answer"], rows["category"]):
-                scores.setdefault(category, []).append(exact_match(text, answer))
-    finally:
-        torch.random.set_rng_state(generator_state)
-        tokenizer.padding_side = old_side
-        model.train(was_training)
-    result = {"all": sum(sum(v) for v in scores.values()) / max(1, sum(len(v) for v in scores.values()))}
-    result.update({c: sum(v) / len(v) for c, v in scores.items()})
-    return result
+    texts = generate(model, tokenizer, dataset["question"], greedy=greedy, temperature=temperature, seed=seed)
+    return _by_category([exact_match(t, a) for t, a in zip(texts, dataset["answer"])], dataset["category"])
+
+
+def evaluate_skills(model, tokenizer, dataset, *, seed: int = 0) -> dict[str, dict]:
+    """The judge and repair figures of :mod:`stackrl.tasks.skills` on ``dataset``: verdicts greedy, first attempts
+    and their retries sampled at temperature 1 (as ``stackrl eval`` measures them with ``eval.temperature`` 0 and 1)."""
+    from stackrl.rewards import exact_match
+    from stackrl.tasks.skills import judge_figures, judge_prompts, repair_figures, repair_prompts
+
+    questions, solutions, answers, categories = (
+        list(dataset[c]) for c in ("question", "solution", "answer", "category")
+    )
+    replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=80)
+    attempts = generate(model, tokenizer, questions, greedy=False, seed=seed)
+    retries = generate(model, tokenizer, repair_prompts(questions, attempts), greedy=False, seed=seed + 1)
+    first = [exact_match(t, a) for t, a in zip(attempts, answers)]
+    second = [exact_match(t, a) for t, a in zip(retries, answers)]
+    return {
+        "judge": judge_figures(replies, categories),
+        "repair": repair_figures(first, second, categories),
+    }
 
 
 def _fmt(result: dict[str, float]) -> str:
@@ -141,6 +186,32 @@ def _reading_batches(tokenizer, train, rng: random.Random, batch_size: int, frac
         yield batch
 
 
+def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: dict[str, float]):
+    """Problems drawn from ``train`` with replacement, each taught in one role drawn with the weights of ``mix``:
+    "solve" (question -> solution), "judge" and "repair" (:mod:`stackrl.tasks.roles`; half of the attempts
+    shown have one slip), and "read" (a reference solution, spoiled, before the question, as in phase 2)."""
+    from stackrl.tasks.arithmetic import reference_prompt
+    from stackrl.tasks.roles import judge_prompt, judge_reply, retry_prompt, slip
+
+    roles, weights = list(mix), list(mix.values())
+    while True:
+        batch = []
+        for i in [rng.randrange(len(train)) for _ in range(batch_size)]:
+            question, solution = train[i]["question"], train[i]["solution"]
+            role = rng.choices(roles, weights)[0]
+            attempt = slip(solution, rng) if rng.random() < 0.5 else solution
+            if role == "solve":
+                batch.append(_example(tokenizer, question, solution))
+            elif role == "judge":
+                batch.append(_example(tokenizer, judge_prompt(question, attempt), judge_reply(attempt)))
+            elif role == "repair":
+                batch.append(_example(tokenizer, retry_prompt(question, attempt), solution))
+            else:
+                shown = _spoiled(solution, rng)
+                batch.append(_example(tokenizer, reference_prompt(shown, question), shown))
+        yield batch
+
+
 def _spoiled(solution: str, rng: random.Random) -> str:
     """``solution`` with one step's result moved by a random offset (clipped at 0, so rarely unchanged).
 
@@ -155,12 +226,60 @@ def _spoiled(solution: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+# What decides the weights a run makes, besides its settings and its starting checkpoint: the task, the role
+# formats and the training loop. Their hash is recorded next to the weights (RECORD_FILE), so a test can tell a
+# shipped checkpoint made by an older version of them.
+_RECIPE = (
+    "stackrl.tasks.arithmetic:make_problem",
+    "stackrl.tasks.arithmetic:make_dataset",
+    "stackrl.tasks.arithmetic:split_of",
+    "stackrl.tasks.arithmetic:REFERENCE_TEMPLATE",
+    "stackrl.tasks.roles:JUDGE_TEMPLATE",
+    "stackrl.tasks.roles:RETRY_TEMPLATE",
+    "stackrl.tasks.roles:VERDICT_PREFIX",
+    "stackrl.tasks.roles:slip",
+    "stackrl.tasks.roles:judge_reply",
+    "stackrl.tasks.roles:_steps",
+    "stackrl.tasks.roles:_solution",
+    "stackrl.tasks.roles:_SLIPS",
+    "stackrl.tasks.pretrain:_example",
+    "stackrl.tasks.pretrain:_solving_batches",
+    "stackrl.tasks.pretrain:_reading_batches",
+    "stackrl.tasks.pretrain:_skills_batches",
+    "stackrl.tasks.pretrain:_spoiled",
+    "stackrl.tasks.pretrain:_fit",
+    "stackrl.tasks.pretrain:pretrain",
+)
+RECORD_FILE = "stackrl_pretrain.json"
+
+
+def recipe_hash() -> str:
+    """sha256 of the source (or value) of everything in ``_RECIPE``."""
+    import hashlib
+    import importlib
+    import inspect
+
+    digest = hashlib.sha256()
+    for name in _RECIPE:
+        module, attribute = name.split(":")
+        value = getattr(importlib.import_module(module), attribute)
+        digest.update(name.encode())
+        digest.update((inspect.getsource(value) if callable(value) else repr(value)).encode())
+    return digest.hexdigest()
+
+
+def file_hash(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def _warmup_cosine(steps: int, warmup: int):
     """Linear warmup over ``warmup`` steps, then cosine decay to 10% at ``steps``: a factor of the learning rate."""
     return lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
 
 
-def _fit(model, tokenizer, batches, *, steps, lr, schedule, out, test, save_every=0, eval_every=0) -> float:
+def _fit(model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, snapshot=None, eval_every=0) -> float:
     """``steps`` of AdamW on ``batches`` with the loss on the solution and eos only; returns the seconds it took.
 
     ``schedule(step)`` scales ``lr``; the gradient norm is clipped at 1.
@@ -193,9 +312,7 @@ def _fit(model, tokenizer, batches, *, steps, lr, schedule, out, test, save_ever
         if step % 100 == 0 or step == steps:
             print(f"step {step}  loss {running:.4f}  {time.time() - t_train:.0f}s", flush=True)
         if save_every and step % save_every == 0 and step < steps:
-            snapshot = Path(f"{out}-step{step}")
-            model.save_pretrained(snapshot)
-            tokenizer.save_pretrained(snapshot)
+            snapshot(step)
         if eval_every and step % eval_every == 0 and step < steps:
             half = test.select(range(len(test) // 2))
             print(f"  greedy@{step}: {_fmt(evaluate(model, tokenizer, half))}", flush=True)
@@ -220,17 +337,23 @@ def pretrain(
     reading_fraction: float = 0.5,
     reading_spoiled: float = 1.0,
     reading_lr: float = 1e-3,
+    skills_steps: int = 0,
+    skills_lr: float = 1e-3,
+    skills_mix: str = "solve=1,read=0.5,judge=3,repair=2",
     init: str | Path | None = None,
     seed: int = 0,
     threads: int | None = None,
 ) -> dict:
     """Train the tokenizer and model, save the checkpoint in ``out``, and return the final evaluation.
 
-    Two phases: ``steps`` of SFT on question -> solution, then ``reading_steps`` on a mix where a
+    Three phases: ``steps`` of SFT on question -> solution, then ``reading_steps`` on a mix where a
     ``reading_fraction`` of the prompts carry a reference solution before the question, a ``reading_spoiled``
-    share of those references with one wrong step, and the target is the reference itself. ``init`` starts from
-    a checkpoint and skips the first phase.
+    share of those references with one wrong step, and the target is the reference itself, then ``skills_steps``
+    on the roles mixed as ``skills_mix`` says (role=weight,...). ``init`` starts from a checkpoint and skips the
+    first phase; a phase of 0 steps is skipped.
     """
+    settings = {name: str(value) if isinstance(value, Path) else value for name, value in locals().items()}
+    recipe = recipe_hash()  # now, while the source on disk is the code running
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -253,28 +376,61 @@ def pretrain(
     print(f"vocab {len(tokenizer)}  params {n_params:,}  data {time.time() - t0:.1f}s", flush=True)
 
     train_s = 0.0
-    common = dict(out=out, test=test, save_every=save_every, eval_every=eval_every)
+    out = Path(out)
+
+    def save(folder: Path, **record) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+        record = {
+            "settings": settings,
+            "recipe_sha256": recipe,
+            "init_sha256": file_hash(Path(init) / "model.safetensors") if init else None,
+            **record,
+        }
+        (folder / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    def snapshots(phase: str):
+        return lambda step: save(Path(f"{out}-{phase}{step}"), snapshot={"phase": phase, "step": step})
+
+    common = dict(test=test, save_every=save_every, eval_every=eval_every)
     if not init:
         batches = _solving_batches(tokenizer, train, random.Random(seed), batch_size)
-        train_s += _fit(model, tokenizer, batches, steps=steps, lr=lr, schedule=_warmup_cosine(steps, warmup), **common)
+        schedule = _warmup_cosine(steps, warmup)
+        train_s += _fit(
+            model, tokenizer, batches, steps=steps, lr=lr, schedule=schedule, snapshot=snapshots("solve"), **common
+        )
     if reading_steps:
         # Fresh problems, drawn with replacement, at a constant rate: copying appears abruptly after a few hundred
         # steps, and the one run with warmup and cosine decay instead gave a model that doubted what it copied.
         reading = make_dataset("train", train_size, seed=seed + 1, distinct=False)
         rng = random.Random(seed)
         batches = _reading_batches(tokenizer, reading, rng, batch_size, reading_fraction, reading_spoiled)
-        train_s += _fit(model, tokenizer, batches, steps=reading_steps, lr=reading_lr, schedule=lambda s: 1.0, **common)
+        schedule = lambda s: 1.0  # noqa: E731
+        train_s += _fit(
+            model, tokenizer, batches, steps=reading_steps, lr=reading_lr, schedule=schedule,
+            snapshot=snapshots("read"), **common,
+        )
+    if skills_steps:
+        mix = {role: float(weight) for role, weight in (part.split("=") for part in skills_mix.split(","))}
+        skills = make_dataset("train", train_size, seed=seed + 2, distinct=False)
+        batches = _skills_batches(tokenizer, skills, random.Random(seed + 2), batch_size, mix)
+        # A constant rate after warmup, so a snapshot at step k is the model of a run with skills_steps=k.
+        schedule = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
+        train_s += _fit(
+            model, tokenizer, batches, steps=skills_steps, lr=skills_lr, schedule=schedule,
+            snapshot=snapshots("skills"), **common,
+        )
 
     greedy = evaluate(model, tokenizer, test)
     sampled = evaluate(model, tokenizer, test, greedy=False, seed=seed)
     print(f"greedy:  {_fmt(greedy)}", flush=True)
     print(f"sampled: {_fmt(sampled)}", flush=True)
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
     summary = {"params": n_params, "train_seconds": round(train_s), "greedy": greedy, "sampled": sampled}
+    if skills_steps:
+        summary["skills"] = evaluate_skills(model, tokenizer, test, seed=seed)
+    save(out, summary=summary)
     print(json.dumps(summary), flush=True)
     return summary
 
@@ -291,9 +447,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reading-fraction", type=float, default=0.5)
     parser.add_argument("--reading-spoiled", type=float, default=1.0)
     parser.add_argument("--reading-lr", type=float, default=1e-3)
+    parser.add_argument("--skills-steps", type=int, default=0)
+    parser.add_argument("--skills-lr", type=float, default=1e-3)
+    parser.add_argument("--skills-mix", default="solve=1,read=0.5,judge=3,repair=2")
     parser.add_argument("--init", default=None, help="start from this checkpoint and skip the first phase")
     parser.add_argument("--eval-every", type=int, default=0)
-    parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-stepN")
+    parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-<phase><step>")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
@@ -308,6 +467,9 @@ def main(argv: list[str] | None = None) -> None:
         reading_fraction=args.reading_fraction,
         reading_spoiled=args.reading_spoiled,
         reading_lr=args.reading_lr,
+        skills_steps=args.skills_steps,
+        skills_lr=args.skills_lr,
+        skills_mix=args.skills_mix,
         init=args.init,
         eval_every=args.eval_every,
         save_every=args.save_every,

@@ -1,0 +1,128 @@
+"""The built-in task's roles beyond solving: judging an attempt and repairing it.
+
+Plugins that make the policy judge or retry build their prompts from these constants, and the built-in
+``stackrl/arith-skills`` model is trained on exactly these formats (:mod:`stackrl.tasks.pretrain`). ``prompt`` is
+the dataset prompt (the question, ending in a newline) and ``attempt`` a solution to it, without eos::
+
+    judge prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nCheck:\\n"
+    judge reply:    "3 + 4 = 7\\nVerdict: wrong"
+
+    retry prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nTry again.\\n"
+    retry reply:    "3 + 4 = 7\\n7 * 2 = 14\\nThe answer is 14."
+
+A judge reply redoes the attempt's lines one by one, each from the operands the attempt wrote, and stops at the
+first line whose result differs (the final line is checked against the last step's result); then comes the
+verdict line. :func:`slip` makes the wrong attempts both roles are trained and measured on.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+__all__ = [
+    "CORRECT",
+    "JUDGE_MARKER",
+    "JUDGE_TEMPLATE",
+    "RETRY_INSTRUCTION",
+    "RETRY_TEMPLATE",
+    "VERDICT_PREFIX",
+    "WRONG",
+    "judge_prompt",
+    "judge_reply",
+    "parse_verdict",
+    "retry_prompt",
+    "slip",
+]
+
+JUDGE_MARKER = "Check:"
+JUDGE_TEMPLATE = "{prompt}{attempt}\n" + JUDGE_MARKER + "\n"
+VERDICT_PREFIX = "Verdict: "
+CORRECT, WRONG = "correct", "wrong"  # the verdict words
+RETRY_INSTRUCTION = "Try again."
+RETRY_TEMPLATE = "{prompt}{attempt}\n" + RETRY_INSTRUCTION + "\n"
+
+_STEP = re.compile(r"^(\d+) ([-+*]) (\d+) = (-?\d+)$")
+_FINAL = re.compile(r"^The answer is (-?\d+)\.$")
+_VERDICT = re.compile(re.escape(VERDICT_PREFIX.strip()) + r"\s*(\w+)")
+# Slips a hurried solver makes: off by one or two, or a lost or doubled carry.
+_SLIPS = (-10, -2, -1, 1, 2, 10)
+
+
+def judge_prompt(prompt: str, attempt: str) -> str:
+    """The prompt asking to judge ``attempt`` at ``prompt``, as :data:`JUDGE_TEMPLATE` lays it out."""
+    return JUDGE_TEMPLATE.format(prompt=prompt, attempt=attempt)
+
+
+def retry_prompt(prompt: str, attempt: str) -> str:
+    """The prompt asking for a new solution after ``attempt``, as :data:`RETRY_TEMPLATE` lays it out."""
+    return RETRY_TEMPLATE.format(prompt=prompt, attempt=attempt)
+
+
+def parse_verdict(reply: str) -> bool | None:
+    """True for a "Verdict: correct" line in ``reply``, False for "Verdict: wrong", None when neither comes first."""
+    found = _VERDICT.search(reply)
+    if found is None:
+        return None
+    return {CORRECT: True, WRONG: False}.get(found.group(1))
+
+
+def _apply(value: int, op: str, operand: int) -> int:
+    return value + operand if op == "+" else value - operand if op == "-" else value * operand
+
+
+def _steps(solution: str) -> tuple[list[tuple[int, str, int, int]], int]:
+    """The (value, op, operand, result) steps and the final answer of a well-formed ``solution``."""
+    *lines, last = solution.split("\n")
+    steps = []
+    for line in lines:
+        match = _STEP.match(line)
+        if match is None:
+            raise ValueError(f"not a step line of the arithmetic task: {line!r}")
+        steps.append((int(match[1]), match[2], int(match[3]), int(match[4])))
+    final = _FINAL.match(last)
+    if final is None:
+        raise ValueError(f"not the final line of the arithmetic task: {last!r}")
+    return steps, int(final[1])
+
+
+def _solution(steps: list[tuple[int, str, int, int]], answer: int) -> str:
+    return "\n".join([f"{v} {op} {x} = {r}" for v, op, x, r in steps] + [f"The answer is {answer}."])
+
+
+def slip(solution: str, rng: random.Random) -> str:
+    """``solution`` with one slip: a step's result or the final answer moved by a small amount.
+
+    A slipped step is carried on, so the later steps are right for the wrong value and only the slipped line
+    (or the final line) shows the mistake; no value goes negative.
+    """
+    steps, answer = _steps(solution)
+    where = rng.randrange(len(steps) + 1)  # len(steps): the final answer
+    for delta in rng.sample(_SLIPS, len(_SLIPS)):
+        if where == len(steps):
+            if answer + delta >= 0:
+                return _solution(steps, answer + delta)
+            continue
+        slipped = steps[:where]
+        value = steps[where][3] + delta
+        slipped.append((*steps[where][:3], value))
+        for _, op, operand, _ in steps[where + 1 :]:
+            slipped.append((value, op, operand, _apply(value, op, operand)))
+            value = slipped[-1][3]
+        if all(step[3] >= 0 for step in slipped):
+            return _solution(slipped, value)
+    raise ValueError(f"no slip keeps every value of this solution non-negative: {solution!r}")
+
+
+def judge_reply(attempt: str) -> str:
+    """The reply a perfect judge writes for a well-formed ``attempt``: its check, then the verdict line."""
+    steps, answer = _steps(attempt)
+    check = []
+    for value, op, operand, result in steps:
+        right = _apply(value, op, operand)
+        check.append(f"{value} {op} {operand} = {right}")
+        if right != result:
+            return "\n".join(check + [VERDICT_PREFIX + WRONG])
+    last = steps[-1][3]
+    check.append(f"The answer is {last}.")
+    return "\n".join(check + [VERDICT_PREFIX + (CORRECT if answer == last else WRONG)])

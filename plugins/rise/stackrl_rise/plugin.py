@@ -1,0 +1,79 @@
+"""RISE: some groups solve their question, the others verify an on-policy attempt at theirs; one update.
+
+A verify group's prompt is its question with one attempt the policy just made, in the built-in task's judge
+format (``stackrl.tasks.judge_prompt``); its ``group_size`` rows are critiques of that attempt, each ending in a
+verdict. The plugin scores both kinds of row: solutions by their final answer, critiques by whether the verdict
+matches the attempt's real correctness. TRL normalises each group on its own, so solutions and critiques never
+share a baseline.
+"""
+
+from __future__ import annotations
+
+from stackrl import Plugin, PluginError, Samples, hookimpl
+from stackrl.roles import ROLE_COLUMN, SOLVE, VERIFY, assign_roles, first_turns, rows_of_groups, text_prompt
+from stackrl.tasks import judge_prompt, parse_verdict
+from stackrl_rise.config import RiseConfig
+from stackrl_rise.scores import critique_score, solution_score
+
+ATTEMPT_CORRECT = "attempt_correct"  # column: the verified attempt's real correctness (None on solve rows)
+
+
+class Rise(Plugin):
+    Config = RiseConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.shares = {SOLVE: 1 - self.config.verify_share, VERIFY: self.config.verify_share}
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        if not ctx.training:  # held-out evaluation measures plain solving
+            return None
+        size = ctx.group_size
+        answers = self._answers(ctx.rollout_columns)
+        group_roles = assign_roles(len(prompts) // size, self.shares, key=f"{self.name}.verify_share")
+        attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
+        rows = [
+            judge_prompt(text_prompt(prompt, role=VERIFY), attempts[i // size]) if i // size in attempts else prompt
+            for i, prompt in enumerate(prompts)
+        ]
+        generations = ctx.generate(rows)
+        attempt_correct = [
+            solution_score(attempts[g], answers[g * size], self.config) == self.config.correct if g in attempts else None
+            for g in range(len(group_roles))
+        ]
+        return Samples(
+            completion_ids=[g.completion_ids for g in generations],
+            prompt_ids=[g.prompt_ids for g in generations],
+            columns={
+                ROLE_COLUMN: rows_of_groups(group_roles, size),
+                ATTEMPT_CORRECT: rows_of_groups(attempt_correct, size),
+            },
+        )
+
+    @hookimpl
+    def reward(self, ctx):
+        rollout, n = ctx.rollout, len(ctx.rollout)
+        roles = rollout.columns.get(ROLE_COLUMN, [SOLVE] * n)  # no roles in evaluation: every row solves
+        targets = rollout.columns.get(ATTEMPT_CORRECT, [None] * n)
+        scores, agreed, verdicts = [], [], 0
+        for text, answer, role, target in zip(rollout.completions, self._answers(rollout.columns), roles, targets):
+            if role != VERIFY:
+                scores.append(solution_score(text, answer, self.config))
+                continue
+            verdict = parse_verdict(text)
+            scores.append(critique_score(verdict, target, self.config))
+            agreed.append(verdict == target)
+            verdicts += verdict is not None
+        if agreed:
+            ctx.log("verify_accuracy", sum(agreed) / len(agreed))
+            ctx.log("verdict_rate", verdicts / len(agreed))
+        return scores
+
+    def _answers(self, columns: dict) -> list:
+        if self.config.answer_column not in columns:
+            raise PluginError(
+                f"{self.name}.answer_column: the batch has no column '{self.config.answer_column}'; solutions and "
+                "critiques are scored against the reference answer (a label-free run hides it)"
+            )
+        return columns[self.config.answer_column]

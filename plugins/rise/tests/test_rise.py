@@ -1,0 +1,87 @@
+"""RISE: solutions and critiques of on-policy attempts scored in one batch, each by its own rule."""
+
+import pytest
+
+from stackrl import ConfigError
+from stackrl.roles import SOLVE, VERIFY
+from stackrl.tasks import judge_prompt, parse_verdict
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import train_steps
+from stackrl_rise import RiseConfig, critique_score, solution_score
+
+# Asymmetric values, so a swapped pair of them shows
+SCORES = RiseConfig(correct=1.0, wrong=-0.25, unanswered=-2.0, agree=0.75, disagree=-0.5, no_verdict=-3.0)
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "rise"
+
+
+@pytest.mark.parametrize(
+    "text, score",
+    [
+        ("3 + 4 = 7\nThe answer is 7.", 1.0),
+        ("3 + 4 = 8\nThe answer is 8.", -0.25),
+        ("3 + 4 = 7\n", -2.0),
+        ("\\boxed{7}", 1.0),
+    ],
+)
+def test_solutions_score_right_wrong_or_unanswered(text, score):
+    assert solution_score(text, "7", SCORES) == score
+
+
+@pytest.mark.parametrize(
+    "verdict, attempt_correct, score",
+    [(True, True, 0.75), (False, False, 0.75), (True, False, -0.5), (False, True, -0.5), (None, True, -3.0), (None, False, -3.0)],
+)
+def test_critiques_score_by_agreement_with_the_attempt(verdict, attempt_correct, score):
+    assert critique_score(verdict, attempt_correct, SCORES) == score
+
+
+def test_the_authors_defaults():
+    config = RiseConfig()
+    assert (config.correct, config.wrong, config.unanswered) == (1.0, -0.5, -1.0)
+    assert (config.agree, config.disagree, config.no_verdict) == (1.0, -0.5, -1.0)
+    assert config.verify_share == 0.125
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"verify_share": 1.0}, r"rise.verify_share: must be in \(0, 1\)"),
+        ({"correct": -1.0}, "rise.correct: must exceed rise.wrong"),
+        ({"agree": -1.0}, "rise.agree: must exceed rise.disagree"),
+        ({"metric": "rise"}, "rise.metric: must be a built-in outcome reward"),
+    ],
+)
+def test_bad_settings_are_refused(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        RiseConfig(**settings)
+
+
+def test_verify_groups_critique_an_attempt_and_are_scored_by_their_verdict(make_config):
+    config = make_config(
+        ["rise"],
+        model={"name_or_path": "stackrl/arith-tiny"},
+        rewards={"exact_match": 0.0},
+        rise={"verify_share": 0.5},
+        trainer={"per_device_train_batch_size": 16, "max_completion_length": 48},
+    )
+    trainer = train_steps(config, steps=1)
+    rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 4
+    roles = rollout.columns["role"]
+    assert roles == [SOLVE] * 8 + [VERIFY] * 8
+    rise, exact = rollout.rewards["rise"], rollout.rewards["exact_match"]
+    for i, role in enumerate(roles):
+        prompt, text, answer = rollout.prompts[i], rollout.completions[i], rollout.columns["answer"][i]
+        if role == SOLVE:
+            assert decode(rollout.prompt_ids[i]) == prompt and rollout.columns["attempt_correct"][i] is None
+            assert rise[i] == solution_score(text, answer, RiseConfig())
+            continue
+        trained_on = decode(rollout.prompt_ids[i])  # the question and one attempt, in the judge format
+        attempt = trained_on[len(prompt) : -len("\nCheck:\n")]
+        assert trained_on == judge_prompt(prompt, attempt)
+        assert decode(rollout.prompt_ids[i - i % size]) == trained_on  # one attempt per group
+        assert rollout.columns["attempt_correct"][i] == (solution_score(attempt, answer, RiseConfig()) == 1.0)
+        assert rise[i] == critique_score(parse_verdict(text), rollout.columns["attempt_correct"][i], RiseConfig())
+        assert exact[i].isnan()  # a critique is no solution: the built-in reward leaves it to the plugin
