@@ -17,6 +17,8 @@ from typing import Optional
 import torch
 
 from stackrl.errors import ConfigError
+from stackrl.hookspecs import hookimpl
+from stackrl.plugin import Plugin
 
 
 class Scale(Enum):
@@ -145,6 +147,22 @@ class Judge:
         )
         totals = (scores.logprobs * scores.mask).sum(dim=1).view(-1, 2)
         return torch.softmax(totals, dim=1)[:, 0].tolist()
+
+
+class JudgeReward(Plugin):
+    """A plugin whose reward is a model's judgement of each completion (``Judge``): a subclass sets ``Config``, a
+    ``JudgeSettings`` with its own defaults, and ``section``, its config section (the entry-point name)."""
+
+    Config = JudgeSettings
+    section = ""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self._judge = Judge(self.config, self.section)
+
+    @hookimpl
+    def reward(self, ctx):
+        return self._judge(ctx)
 
 
 class _AnyField(dict):

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from stackrl import Plugin, hookimpl
-from stackrl.judges import Judge, JudgeSettings, Mode, Scale
+from stackrl.judges import JudgeReward, JudgeSettings, Mode, Scale
 
 VERIFICATION = (
     "Problem:\n{prompt}\nProposed solution:\n{attempt}\n"
@@ -26,15 +25,8 @@ class SelfJudgeConfig(JudgeSettings):
     max_new_tokens: int = 1024
 
 
-class SelfJudge(Plugin):
+class SelfJudge(JudgeReward):
     """Self-judging RL (Simonds et al., 2025, arXiv 2505.08827) on the reward hook."""
 
     Config = SelfJudgeConfig
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        self._judge = Judge(self.config, "selfjudge")
-
-    @hookimpl
-    def reward(self, ctx):
-        return self._judge(ctx)
+    section = "selfjudge"

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stackrl import Plugin, hookimpl
-from stackrl.judges import Judge, JudgeSettings, Mode, Scale
+from stackrl.judges import JudgeReward, JudgeSettings, Mode, Scale
 
 CORRECTNESS = (
     "Here is a question and an answer to it.\nQuestion: {prompt}\nAnswer: {attempt}\n"
@@ -25,15 +24,8 @@ class SIRLCConfig(JudgeSettings):
     mode: Mode = Mode.likelihood
 
 
-class SIRLC(Plugin):
+class SIRLC(JudgeReward):
     """SIRLC (Pang et al., ICLR 2024, arXiv 2305.14483) on the reward hook."""
 
     Config = SIRLCConfig
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        self._judge = Judge(self.config, "sirlc")
-
-    @hookimpl
-    def reward(self, ctx):
-        return self._judge(ctx)
+    section = "sirlc"

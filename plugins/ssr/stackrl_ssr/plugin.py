@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from stackrl import Plugin, hookimpl
-from stackrl.judges import Judge, JudgeSettings, Mode, Scale
+from stackrl.judges import JudgeReward, JudgeSettings, Mode, Scale
 
 SCORING = (
     "Rate the translation below on a scale from 0 to 100, where 0 means it conveys none of the source's meaning "
@@ -28,15 +27,8 @@ class SSRConfig(JudgeSettings):
     max_new_tokens: int = 512
 
 
-class SSR(Plugin):
+class SSR(JudgeReward):
     """SSR-Zero (Yang et al., 2025, arXiv 2505.16637) on the reward hook."""
 
     Config = SSRConfig
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        self._judge = Judge(self.config, "ssr")
-
-    @hookimpl
-    def reward(self, ctx):
-        return self._judge(ctx)
+    section = "ssr"
