@@ -3,6 +3,7 @@
 - :func:`heldout_rollout`: held-out problems, a group of sampled completions each, with the outcome reward and
   GRPO's advantages, as the advantage stage would see them;
 - :func:`advantage_context`: the context a ``reshape_advantages`` hook gets for such a rollout;
+- :func:`written_rollout`: a rollout written by hand on two built-in problems, for rule tests;
 - :func:`line_index`: the line of its completion each token falls on;
 - :func:`greedy_accuracy`, :func:`train_and_measure` and :func:`against_grpo`: held-out accuracy after a short
   run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`).
@@ -27,6 +28,29 @@ def grpo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     grouped = rewards.view(-1, group_size)
     centred = grouped - grouped.mean(1, keepdim=True)
     return (centred / (grouped.std(1, keepdim=True) + 1e-4)).flatten()
+
+
+# Two built-in problems and their reference solutions, for rollouts written by hand.
+WRITTEN_PROBLEMS = {
+    "(4 * 2) + 3": "4 * 2 = 8\n8 + 3 = 11\nThe answer is 11.",
+    "(3 + 5) - 2": "3 + 5 = 8\n8 - 2 = 6\nThe answer is 6.",
+}
+
+
+def written_rollout(tokenizer, problems: list[str], completions: list[str], advantages=None, group_size=2) -> Rollout:
+    """Completion ``i`` answers "What is ``problems[i]``?" (a key of :data:`WRITTEN_PROBLEMS`); the rollout has the
+    ``solution`` and ``answer`` columns, the ``exact_match`` reward of each completion and the given advantages."""
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompts = [f"What is {problem}?\n" for problem in problems]
+    solutions = [WRITTEN_PROBLEMS[problem] for problem in problems]
+    answers = [solution.rsplit(" ", 1)[1].rstrip(".") for solution in solutions]
+    return Rollout(
+        prompts=prompts, completions=list(completions), prompt_ids=[encode(p) for p in prompts],
+        completion_ids=[encode(c) for c in completions], group_size=group_size,
+        columns={"solution": solutions, "answer": answers},
+        rewards={"exact_match": torch.tensor([exact_match(c, a) for c, a in zip(completions, answers)])},
+        advantages=advantages,
+    )
 
 
 def heldout_rollout(trainer, size: int, seed: int, group_size: int = 4, temperature: float = 1.0) -> Rollout:

@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackrl import ConfigError, Rollout
+from stackrl import ConfigError
 from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.heldout import written_rollout
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script
 from stackrl_h2sd import H2sd, H2sdConfig, success_advantages
@@ -53,15 +54,8 @@ def test_the_success_branch_follows_the_advantages_sign():
 
 
 def _rollout(tokenizer):
-    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    prompts = ["What is (4 * 2) + 3?\n"] * 2
-    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2
     completions = ["4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", "4 * 2 = 8\n8 + 3 = 12\nThe answer is 12."]
-    return Rollout(
-        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
-        completion_ids=[encode(c) for c in completions], group_size=2,
-        columns={"solution": solutions, "answer": ["11", "11"]}, rewards={"exact_match": torch.tensor([0.0, 0.0])},
-    )
+    return written_rollout(tokenizer, ["(4 * 2) + 3"] * 2, completions)
 
 
 def _completion_logps(model, context, completion, temperature):

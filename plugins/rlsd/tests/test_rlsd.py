@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackrl import ConfigError, Rollout
+from stackrl import ConfigError
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import advantage_context
+from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, written_rollout
 from stackrl.testing.repository import load_script
 from stackrl.tokensignals import REFERENCE, TokenSignals
 from stackrl_rlsd import Rlsd, RlsdConfig
@@ -29,16 +29,9 @@ def trainer(make_config):
 
 def _rollout(tokenizer):
     """A right and a wrong answer to one problem, and a right one to another: the wrong one errs at "9"."""
-    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    prompts = ["What is (4 * 2) + 3?\n"] * 2 + ["What is (3 + 5) - 2?\n"] * 2
-    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2 + ["3 + 5 = 8\n8 - 2 = 6\nThe answer is 6."] * 2
-    completions = [solutions[0], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", solutions[2], solutions[2]]
-    return Rollout(
-        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
-        completion_ids=[encode(c) for c in completions], group_size=2,
-        columns={"solution": solutions, "answer": ["11", "11", "6", "6"]},
-        rewards={"exact_match": torch.tensor([1.0, 0.0, 1.0, 1.0])}, advantages=torch.tensor([0.7, -0.7, 0.0, 0.0]),
-    )
+    completions = [WRITTEN_PROBLEMS["(4 * 2) + 3"], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", WRITTEN_PROBLEMS["(3 + 5) - 2"], WRITTEN_PROBLEMS["(3 + 5) - 2"]]
+    return written_rollout(tokenizer, ["(4 * 2) + 3"] * 2 + ["(3 + 5) - 2"] * 2, completions,
+                           advantages=torch.tensor([0.7, -0.7, 0.0, 0.0]))
 
 
 def _plugin(**settings):
