@@ -133,7 +133,7 @@ def evaluate_skills(model, tokenizer, dataset, *, seed: int = 0) -> dict[str, di
     questions, solutions, answers, categories = (
         list(dataset[c]) for c in ("question", "solution", "answer", "category")
     )
-    replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=80)
+    replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=128)
     attempts = generate(model, tokenizer, questions, greedy=False, seed=seed)
     retries = generate(model, tokenizer, repair_prompts(questions, attempts), greedy=False, seed=seed + 1)
     first = [exact_match(t, a) for t, a in zip(attempts, answers)]
