@@ -1,7 +1,7 @@
 """The built-in task's roles beyond solving: judging an attempt and repairing it.
 
-Plugins that make the policy judge or retry build their prompts from these constants, and the built-in
-``stackrl/arith-skills`` model is trained on exactly these formats (:mod:`stackrl.tasks.pretrain`). ``prompt`` is
+Plugins that make the policy judge or retry build their prompts from these constants, and the roles phase of
+:mod:`stackrl.tasks.pretrain` trains on exactly these formats. ``prompt`` is
 the dataset prompt (the question, ending in a newline) and ``attempt`` a solution to it, without eos::
 
     judge prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nCheck:\\n"
@@ -12,7 +12,8 @@ the dataset prompt (the question, ending in a newline) and ``attempt`` a solutio
 
 A judge reply goes through the attempt's lines one by one, writing each with its result worked out afresh from
 the operands the attempt wrote, and stops at the first line whose result differs (the final line is checked
-against the last step's result); then comes the verdict line. :func:`slip` makes the wrong attempts both roles are trained and measured on.
+against the last step's result); then comes the verdict line. :func:`slip` makes the wrong attempts both roles
+are trained and measured on.
 """
 
 from __future__ import annotations
