@@ -31,9 +31,10 @@ def test_prompts_are_the_documented_strings():
 
 
 def test_judge_reply_stops_at_the_first_wrong_line():
-    assert judge_reply(SOLUTION) == "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14.\nVerdict: correct"
-    assert judge_reply("3 + 4 = 8\n8 * 2 = 16\nThe answer is 16.") == "3 + 4 = 7\nVerdict: wrong"
-    assert judge_reply("3 + 4 = 7\n7 * 2 = 14\nThe answer is 15.") == "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14.\nVerdict: wrong"
+    assert judge_reply(SOLUTION) == "3 + 4 = 7 : 7\n7 * 2 = 14 : 14\nThe answer is 14. : 14\nVerdict: correct"
+    assert judge_reply("3 + 4 = 8\n8 * 2 = 16\nThe answer is 16.") == "3 + 4 = 8 : 7\nVerdict: wrong"
+    wrong_answer = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 15."
+    assert judge_reply(wrong_answer) == "3 + 4 = 7 : 7\n7 * 2 = 14 : 14\nThe answer is 15. : 14\nVerdict: wrong"
 
 
 @pytest.mark.parametrize(

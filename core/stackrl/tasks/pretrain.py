@@ -1,5 +1,5 @@
-"""Make the built-in checkpoints: ``stackrl/arith-tiny``, a tiny Qwen2 taught the arithmetic task by SFT, and
-``stackrl/arith-skills``, arith-tiny taught to judge and repair attempts as well.
+"""Make the built-in ``stackrl/arith-tiny`` checkpoint: a tiny Qwen2 taught the arithmetic task by SFT (and, with
+a third phase, such a model taught to judge and repair attempts as well).
 
 Remake it (CPU, about 30 minutes; one thread, so the result does not depend on the core count)::
 
@@ -36,14 +36,16 @@ Given the reference solution before the question, its greedy accuracy is 1.00 (0
 Easy categories are mostly solved and hard ones mostly not (carries in 2-digit sums and 3-digit times 1-digit
 products), which leaves room for RL.
 
-Phase 3, roles (``stackrl/arith-skills``; its README has the command, the settings and the figures): starting
-from arith-tiny (``--init``, ``--reading-steps 0``), each example teaches one role drawn with the weights of
-``--skills-mix``: solving, reading a spoiled reference (so neither earlier skill fades), judging an attempt and
-retrying after one (:mod:`stackrl.tasks.roles`), half of the attempts shown with one slip. The rate is constant
-after warmup, so the snapshot a run saves at step k (``--save-every``) is the model a run with
-``--skills-steps k`` makes. Every checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of
-the recipe (:func:`recipe_hash`), the hash of the starting weights, and the final figures (or, for a snapshot,
-its phase and step).
+Phase 3, roles (``--skills-steps``; not part of arith-tiny): starting from arith-tiny (``--init``,
+``--reading-steps 0``), each example teaches one role drawn with the weights of ``--skills-mix``: solving,
+reading a spoiled reference (so neither earlier skill fades), judging an attempt and retrying after one
+(:mod:`stackrl.tasks.roles`), half of the attempts shown with one slip. The rate is constant after warmup, so the
+snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
+checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of the recipe (:func:`recipe_hash`),
+the hash of the starting weights, and the final figures (or, for a snapshot, its phase and step). With the default
+mix, a few hundred steps teach each role's format and the retry fixes a few wrong attempts, but after 450 steps
+the judge still copies the attempt's results into its check instead of working them out, so its verdict is
+nearly always "correct".
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def evaluate_skills(model, tokenizer, dataset, *, seed: int = 0) -> dict[str, di
     questions, solutions, answers, categories = (
         list(dataset[c]) for c in ("question", "solution", "answer", "category")
     )
-    replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=80)
+    replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=128)
     attempts = generate(model, tokenizer, questions, greedy=False, seed=seed)
     retries = generate(model, tokenizer, repair_prompts(questions, attempts), greedy=False, seed=seed + 1)
     first = [exact_match(t, a) for t, a in zip(attempts, answers)]

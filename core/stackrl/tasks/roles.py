@@ -1,18 +1,19 @@
 """The built-in task's roles beyond solving: judging an attempt and repairing it.
 
-Plugins that make the policy judge or retry build their prompts from these constants, and the built-in
-``stackrl/arith-skills`` model is trained on exactly these formats (:mod:`stackrl.tasks.pretrain`). ``prompt`` is
+Plugins that make the policy judge or retry build their prompts from these constants, and the roles phase of
+:mod:`stackrl.tasks.pretrain` trains on exactly these formats. ``prompt`` is
 the dataset prompt (the question, ending in a newline) and ``attempt`` a solution to it, without eos::
 
     judge prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nCheck:\\n"
-    judge reply:    "3 + 4 = 7\\nVerdict: wrong"
+    judge reply:    "3 + 4 = 8 : 7\\nVerdict: wrong"
 
     retry prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nTry again.\\n"
     retry reply:    "3 + 4 = 7\\n7 * 2 = 14\\nThe answer is 14."
 
-A judge reply redoes the attempt's lines one by one, each from the operands the attempt wrote, and stops at the
-first line whose result differs (the final line is checked against the last step's result); then comes the
-verdict line. :func:`slip` makes the wrong attempts both roles are trained and measured on.
+A judge reply goes through the attempt's lines one by one, writing each with its result worked out afresh from
+the operands the attempt wrote, and stops at the first line whose result differs (the final line is checked
+against the last step's result); then comes the verdict line. :func:`slip` makes the wrong attempts both roles
+are trained and measured on.
 """
 
 from __future__ import annotations
@@ -115,14 +116,18 @@ def slip(solution: str, rng: random.Random) -> str:
 
 
 def judge_reply(attempt: str) -> str:
-    """The reply a perfect judge writes for a well-formed ``attempt``: its check, then the verdict line."""
+    """The reply a perfect judge writes for a well-formed ``attempt``: its check, then the verdict line.
+
+    Each check line is a line of the attempt followed by ``" : "`` and the result worked out afresh (for the final
+    line, the last step's result), so the two numbers to compare stand side by side.
+    """
     steps, answer = _steps(attempt)
+    lines = attempt.split("\n")
     check = []
-    for value, op, operand, result in steps:
+    for line, (value, op, operand, result) in zip(lines, steps):
         right = _apply(value, op, operand)
-        check.append(f"{value} {op} {operand} = {right}")
+        check.append(f"{line} : {right}")
         if right != result:
             return "\n".join(check + [VERDICT_PREFIX + WRONG])
-    last = steps[-1][3]
-    check.append(f"The answer is {last}.")
-    return "\n".join(check + [VERDICT_PREFIX + (CORRECT if answer == last else WRONG)])
+    check.append(f"{lines[-1]} : {steps[-1][3]}")
+    return "\n".join(check + [VERDICT_PREFIX + (CORRECT if answer == steps[-1][3] else WRONG)])
