@@ -53,7 +53,7 @@ def test_a_right_answer_held_by_a_minority_is_rewarded_where_majority_vote_gives
     share, and DARE's reward separates correct from wrong completions better over all rows."""
     completions, correct = arith_samples
     answers = [answer_after_phrase(text) for text in completions]
-    dare, majority, minority_right = [], [], []
+    dare, majority = [], []
     for group in groups_of(answers, 8, math_verify=False):
         dare.extend(distribution_rewards(group, 0.2, 0.1))
         majority.extend(float(agrees) for agrees in group.in_majority())
