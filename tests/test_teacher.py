@@ -5,10 +5,11 @@ import math
 import pytest
 import torch
 
-from stackrl import StackrlError
+from stackrl import Rollout, StackrlError
 from stackrl.policy import _SNAPSHOTS, PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.teacher import (
+    distributions_at_every_token,
     forward_kl,
     generalized_jsd,
     restrict_to_teacher_topk,
@@ -91,6 +92,32 @@ def test_gradient_reaches_only_the_chosen_positions(trainer):
 def test_positions_outside_a_continuation_are_refused(trainer):
     with pytest.raises(StackrlError, match=r"score\(\): position 2 of row 0 is outside its continuation of 2 tokens"):
         trainer._shared_policy.score(CONTEXTS, CONTINUATIONS, positions=[[2], [], []])
+
+
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_distributions_at_every_token_pair_the_student_with_the_teacher(trainer, top_k):
+    """The student on its trained prompt, the teacher on the template's, both at the temperature, packed over every
+    completion token; with top_k, both restricted to the teacher's top tokens."""
+    policy, tokenizer = trainer._shared_policy, trainer.processing_class
+    prompts, completions = ["12+3=", "4*5="], ["15", "20 ok"]
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    rollout = Rollout(prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
+                      completion_ids=[encode(c) for c in completions], columns={"solution": ["15", "20"]},
+                      group_size=2)
+    template = "{solution} {prompt}"
+    student, teacher = distributions_at_every_token(
+        policy, template, rollout=rollout, temperature=1.7, top_k=top_k, grad=False
+    )
+    everywhere = [range(len(ids)) for ids in rollout.completion_ids]
+    common = dict(positions=everywhere, temperature=1.7, full_vocab=True)
+    own = policy.score(rollout.prompt_ids, rollout.completion_ids, **common).vocab_logprobs
+    shown = policy.score(["15 12+3=", "20 4*5="], rollout.completion_ids, **common).vocab_logprobs
+    assert student.shape[0] == sum(len(ids) for ids in rollout.completion_ids)
+    if top_k is not None:
+        top = shown.topk(top_k, dim=-1)
+        own, shown = restrict_to_teacher_topk(own, top.values, top.indices)
+    assert torch.allclose(student, own, atol=1e-5) and torch.allclose(teacher, shown, atol=1e-5)
+    assert not torch.allclose(student, teacher, atol=1e-3)
 
 
 # -- divergences on hand-built distributions -------------------------------------------------------------------------

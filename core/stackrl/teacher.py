@@ -8,6 +8,7 @@ and returns vocabulary log-probs only at the positions a loss needs, so span-res
 
 - :func:`teacher_prompts` builds the teacher's prompt for each row from the template;
 - :func:`score_teacher` and :func:`score_student` score a loss context's completions at chosen positions;
+  :func:`distributions_at_every_token` pairs the two at every completion token;
 - :func:`forward_kl`, :func:`reverse_kl`, :func:`generalized_jsd`, :func:`restrict_to_teacher_topk`: per-position
   divergences between packed log-prob rows;
 - :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``).
@@ -98,6 +99,32 @@ def score_student(
     was trained on, with gradient unless ``grad=False``."""
     rollout = ctx.rollout if rollout is None else rollout
     return ctx.score(rollout.prompt_ids, rollout.completion_ids, grad=grad, positions=positions, **options)
+
+
+def distributions_at_every_token(
+    ctx: LossContext,
+    template: str,
+    *,
+    model: str = "policy",
+    temperature: float,
+    rollout: Rollout | None = None,
+    grad: bool = True,
+    top_k: int | None = None,
+    where: str = "teacher",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The student's and the teacher's packed ``(P, V)`` log-probs at every completion token of ``rollout``.
+
+    Both at ``temperature``; the student on its trained prompts (with gradient when ``grad``), the teacher
+    (``model``) on the prompts ``template`` builds. With ``top_k`` both are restricted to the teacher's top-k
+    tokens and renormalised (:func:`restrict_to_teacher_topk`), so the teacher never returns ``(P, V)``.
+    """
+    rollout = ctx.rollout if rollout is None else rollout
+    common = dict(positions=[range(len(ids)) for ids in rollout.completion_ids], temperature=temperature, rollout=rollout)
+    teacher = score_teacher(ctx, template, model=model, where=where, full_vocab=top_k is None, topk=top_k, **common)
+    student = score_student(ctx, grad=grad, full_vocab=True, **common).vocab_logprobs
+    if top_k is None:
+        return student, teacher.vocab_logprobs
+    return restrict_to_teacher_topk(student, teacher.topk_logprobs, teacher.topk_ids)
 
 
 # -- divergences between packed (P, V) log-prob rows ----------------------------------------------------------------

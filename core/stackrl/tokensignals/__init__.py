@@ -9,10 +9,12 @@ a hint, an assertion that the answer is right or wrong) into per-token credit sh
   for every plugin of the stage: log-probs, gaps, contrasts, entropy and top-k mass;
 - :func:`entropy_and_topk_mass`: per-position statistics computed a chunk of positions at a time;
 - :mod:`stackrl.tokensignals.modulators`: signals into advantages (magnitude weights, budget-preserving
-  reallocation, routing, gates).
+  reallocation, routing, gates);
+- :class:`CollapseGate`: switches a term off once a batch statistic (a teacher's entropy) collapses; checkpointed.
 """
 
 from stackrl.tokensignals.contexts import DERIVED_FIELDS, REFERENCE, STUDENT, SignalContext, derived_fields
+from stackrl.tokensignals.gates import CollapseGate
 from stackrl.tokensignals.modulators import (
     entropy_gate,
     inverse_sensitivity,
@@ -26,6 +28,7 @@ from stackrl.tokensignals.service import TokenSignals
 from stackrl.tokensignals.statistics import entropy_and_topk_mass
 
 __all__ = [
+    "CollapseGate",
     "DERIVED_FIELDS",
     "REFERENCE",
     "STUDENT",
