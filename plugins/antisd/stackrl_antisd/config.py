@@ -1,0 +1,50 @@
+"""Every setting of the AntiSD plugin. The abstract names no value; the defaults are stated guesses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from stackrl import ConfigError
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+
+
+@dataclass
+class AntisdConfig:
+    # The teacher's prompt, formatted with {prompt} and the dataset columns: {solution} is the verified solution
+    # the student never sees. The default is the solution, a blank line, then the question.
+    teacher_template: str = REFERENCE_TEMPLATE
+    # The teacher's weights: any model ctx.score knows ("policy": the live policy, "reference": the frozen one).
+    teacher: str = "policy"
+    # The mixture weight of the generalized JSD that is ascended. Strictly inside (0, 1), where the divergence is
+    # bounded per token by the binary entropy of beta: log 2 at 0.5, the plain Jensen-Shannon divergence.
+    beta: float = 0.5
+    # Both distributions are softmax(logits / temperature); null: the run's sampling temperature.
+    temperature: Optional[float] = None
+    # The gate: the term is off once the teacher's mean entropy over the batch's completion tokens falls below
+    # gate_threshold nats, or with gate_relative below gate_threshold times its value on the first batch.
+    gate_threshold: float = 0.5
+    gate_relative: bool = True
+    # The gate compares a moving average of the batch means, gate_smoothing the weight of the past (0: each
+    # batch's own), so that one unusual batch does not close it.
+    gate_smoothing: float = 0.5
+    # Latched: once closed, the gate stays closed (the abstract's "disables the term once ... collapses"), and
+    # the teacher's entropy is no longer computed. Unlatched, the term comes back when the entropy recovers.
+    gate_latch: bool = True
+
+
+def check(config: AntisdConfig) -> None:
+    """Refuse settings no run could use, naming the key (the host has already checked the types)."""
+
+    def refuse(key: str, message: str):
+        raise ConfigError(f"antisd.{key}: {message}")
+
+    if not 0.0 < config.beta < 1.0:
+        refuse("beta", f"must lie strictly inside (0, 1), where the divergence is bounded, not {config.beta}")
+    if config.temperature is not None and config.temperature <= 0:
+        refuse("temperature", f"must be positive, not {config.temperature}")
+    if config.gate_threshold < 0 or (config.gate_relative and config.gate_threshold > 1):
+        bound = "[0, 1] (a fraction of the first batch's entropy)" if config.gate_relative else "[0, inf) nats"
+        refuse("gate_threshold", f"must lie in {bound}, not {config.gate_threshold}")
+    if not 0.0 <= config.gate_smoothing < 1.0:
+        refuse("gate_smoothing", f"must lie in [0, 1), not {config.gate_smoothing}")
