@@ -1,0 +1,109 @@
+"""ExPO: where a group's own samples all fail, the policy explains the true answer, and learns from that."""
+
+from __future__ import annotations
+
+import torch
+
+import stackrl
+from stackrl_expo.config import ExpoConfig, check
+from stackrl_expo.explanations import explain, reaches
+
+# The loss mode's column: on each explained group's first row, the token lists of its kept explanations.
+EXPLANATIONS = "expo_explanations"
+# The insert mode's column: whether a row is an explanation put in place of a sample.
+INSERTED = "expo_inserted"
+
+
+def explanation_nll(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean over explanations of each one's token-mean negative log-likelihood (rows of ``(n, T)``)."""
+    return -((logprobs * mask).sum(1) / mask.sum(1).clamp_min(1)).mean()
+
+
+class Expo(stackrl.Plugin):
+    """Self-explanation policy optimization: answer-conditioned explanations of the groups without a correct sample,
+    learnt from the original prompt as a weighted likelihood term (``loss``) or as the group's positive (``insert``)."""
+
+    Config = ExpoConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        check(self.config)
+
+    def needs_rewards(self) -> dict[str, str]:
+        return {"correct_reward": self.config.correct_reward} if self.config.mode == "loss" else {}
+
+    def groups_to_explain(self, correct: list[bool], group_size: int) -> list[int]:
+        """The groups with no correct row (every group with ``every_group``)."""
+        groups = range(len(correct) // group_size)
+        if self.config.every_group:
+            return list(groups)
+        return [g for g in groups if not any(correct[g * group_size : (g + 1) * group_size])]
+
+    def _explain(self, ctx, prompts, columns, correct, per_group):
+        groups = self.groups_to_explain(correct, ctx.group_size)
+        ctx.log("explained_groups", len(groups) / max(1, len(correct) // ctx.group_size))
+        return explain(ctx, prompts, columns, groups, self.config, where=f"{self.name}.explanation_template",
+                       per_group=per_group)
+
+    # -- insert: an explanation takes the last row of its group --------------------------------------------------
+
+    @stackrl.hookimpl
+    def generate_rollout(self, prompts, ctx):
+        if self.config.mode != "insert" or not ctx.training:
+            return None
+        samples = ctx.generate(prompts)
+        if self.config.answer_column not in ctx.rollout_columns:
+            raise stackrl.PluginError(f"{self.name}.answer_column: the dataset has no column "
+                                      f"'{self.config.answer_column}'")
+        answers = ctx.rollout_columns[self.config.answer_column]
+        correct = [reaches(s.text, a) for s, a in zip(samples, answers)]
+        explained = self._explain(ctx, prompts, ctx.rollout_columns, correct, per_group=1)
+        completion_ids = [s.completion_ids for s in samples]
+        inserted = [False] * len(samples)
+        for group, (explanation,) in explained.items():
+            row = (group + 1) * ctx.group_size - 1
+            completion_ids[row], inserted[row] = explanation.completion_ids, True
+        # Every row, the explanations too, is trained on the prompt its group was asked.
+        return stackrl.Samples(
+            completion_ids=completion_ids, prompt_ids=[s.prompt_ids for s in samples], columns={INSERTED: inserted}
+        )
+
+    # -- loss: ExP-GRPO's likelihood term ------------------------------------------------------------------------
+
+    @stackrl.hookimpl
+    def reshape_advantages(self, ctx):
+        # The advantages stay GRPO's; this stage sees the whole batch, with its rewards, on every process, which
+        # is where explanations are sampled, and the loss stage finds them in the column.
+        rollout = ctx.rollout
+        if self.config.mode == "insert":
+            if ctx.training and INSERTED not in rollout.columns:
+                raise stackrl.PluginError(
+                    f"{self.name}.mode: 'insert' needs expo to generate the rollout, but another plugin does "
+                    "(exclusive.generate_rollout); use mode 'loss' in that stack"
+                )
+            return None
+        explained = {}
+        if ctx.training:
+            correct = rollout.passing(
+                self.config.correct_reward, self.config.correct_threshold, key=f"{self.name}.correct_reward",
+                step=ctx.step,
+            ).tolist()
+            explained = self._explain(ctx, rollout.prompts, rollout.columns, correct,
+                                      per_group=self.config.explanations_per_group)
+        column = [[] for _ in range(len(rollout))]
+        for group, generations in explained.items():
+            column[group * rollout.group_size] = [g.completion_ids for g in generations]
+        rollout.columns[EXPLANATIONS] = column
+        return None
+
+    @stackrl.hookimpl
+    def loss_term(self, ctx):
+        if self.config.mode != "loss":
+            return None
+        rows = [(i, ids) for i, kept in enumerate(ctx.rollout.columns[EXPLANATIONS]) for ids in kept]
+        if not rows:
+            return None
+        # Scored as TRL's loss reads the policy: the logits over the sampling temperature.
+        scores = ctx.score([ctx.rollout.prompt_ids[i] for i, _ in rows], [ids for _, ids in rows],
+                           grad=ctx.training, temperature=ctx.sampling_temperature)
+        return explanation_nll(scores.logprobs, scores.mask)
