@@ -1,10 +1,11 @@
 """AntiSD's gate on the built-in task: the teacher's entropy step by step under AntiSD and under plain GRPO, and
 the step the gate closes at.
 
-Two arms of configs/recipes/antisd-cpu.yaml, several seeds: "antisd" (the recipe, with the gate's settings given
-on the command line) and "grpo" (the term weighted 0 and a gate that never closes: it only watches the teacher's
-entropy). Prints, per seed, the step the gate closed at and the training reward over the last third of the run,
-then the mean teacher entropy per step of each arm.
+Three arms of configs/recipes/antisd-cpu.yaml, several seeds: "antisd" (the recipe, with any overrides given on
+the command line), "ungated" (the same term with a gate that never closes) and "grpo" (the term weighted 0 and a
+gate that never closes: it only watches the teacher's entropy). Prints, per seed and arm, the step the gate
+closed at and the training reward over the last third of the run, then the mean teacher entropy per step of each
+arm.
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/antisd/benchmarks/mechanism.py --seeds 3 --steps 30
     OMP_NUM_THREADS=1 .venv/bin/python plugins/antisd/benchmarks/mechanism.py antisd.gate_relative=false \\
@@ -23,7 +24,11 @@ from stackrl.config import load_config
 from stackrl.run import build_trainer
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "antisd-cpu.yaml"
-ARMS = {"antisd": [], "grpo": ["losses.antisd=0.0", "antisd.gate_threshold=0.0"]}
+ARMS = {
+    "antisd": [],
+    "ungated": ["antisd.gate_threshold=0.0"],
+    "grpo": ["losses.antisd=0.0", "antisd.gate_threshold=0.0"],
+}
 
 
 def run(arm: str, seed: int, steps: int, overrides=()) -> dict:
@@ -50,12 +55,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("overrides", nargs="*", help="config overrides of the antisd arm, key=value")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    curves = {arm: [] for arm in ARMS}
+    curves = {arm: [] for arm in args.arms}
     for seed in range(args.seeds):
-        for arm in ARMS:
+        for arm in args.arms:
             result = run(arm, seed, args.steps, args.overrides if arm == "antisd" else ())
             curves[arm].append(result["entropy"])
             print(f"seed {seed} {arm}: gate closed at step {result['closed_at']}   "
