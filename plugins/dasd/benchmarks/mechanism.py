@@ -1,0 +1,91 @@
+"""DASD's mechanism on the built-in task: the tokens where the student is least sure keep their entropy, while the
+rest come to the teacher as under OPSD.
+
+Held-out completions (the task's test split) are sampled once from the initial policy; the fifth of their tokens
+with the highest student entropy are the "forks". Before and after a short run of configs/recipes/dasd-cpu.yaml,
+and of the same recipe with nothing pushed (quantile 1: OPSD's JSD on every token), we measure on those same
+completions the student's mean entropy at the forks, the mean JSD to the teacher at the other tokens, and the
+greedy held-out accuracy. Several seeds; one line per seed and arm, then the means.
+
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/dasd/benchmarks/mechanism.py --seeds 3 --steps 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import torch
+
+from stackrl.config import load_config
+from stackrl.run import build_trainer
+from stackrl.teacher import distributions_at_every_token, generalized_jsd
+from stackrl.testing.heldout import greedy_accuracy, heldout_rollout
+from stackrl.tokensignals import entropy_and_topk_mass
+
+RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "dasd-cpu.yaml"
+ARMS = {"dasd": [], "opsd": ["dasd.threshold_kind=quantile", "dasd.threshold=1.0"]}
+FORKS = 0.8  # the quantile of the initial student entropies above which a token is a fork
+
+
+def measure(trainer, rollout, seed: int, forks=None) -> dict:
+    """Student entropy and student-teacher JSD at every token of ``rollout`` (held-out problems of ``seed``); greedy
+    accuracy on those problems; the forks (chosen here if not given)."""
+    plugin = trainer.plugins.plugins["dasd"]
+    policy = trainer._shared_policy
+    with torch.no_grad():
+        student, teacher = distributions_at_every_token(
+            policy, plugin.config.teacher_template, rollout=rollout, temperature=policy.sampling_temperature,
+            grad=False,
+        )
+        entropy, _ = entropy_and_topk_mass(student, 1)
+        jsd = generalized_jsd(student, teacher, 0.5)
+    if forks is None:
+        forks = entropy > torch.quantile(entropy.double(), FORKS).item()
+    return {
+        "fork_entropy": entropy[forks].mean().item(),
+        "other_jsd": jsd[~forks].mean().item(),
+        "accuracy": greedy_accuracy(trainer, len(rollout), seed=seed),
+        "forks": forks,
+    }
+
+
+def run(arm: str, seed: int, steps: int, heldout: int, overrides=()) -> tuple[dict, dict]:
+    with tempfile.TemporaryDirectory() as out:
+        config = load_config([RECIPE], [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={out}",
+                                        "trainer.disable_tqdm=true", *overrides, *ARMS[arm]])
+        trainer = build_trainer(config)
+        rollout = heldout_rollout(trainer, heldout, seed=1000 + seed, group_size=1)
+        before = measure(trainer, rollout, 1000 + seed)
+        trainer.train()
+        after = measure(trainer, rollout, 1000 + seed, before["forks"])
+    return before, after
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--heldout", type=int, default=128)
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    results = {arm: [] for arm in args.arms}
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for arm in args.arms:
+            before, after = run(arm, seed, args.steps, args.heldout, args.overrides)
+            results[arm].append((before, after))
+            print(f"seed {seed} {arm}: fork entropy {before['fork_entropy']:.4f} -> {after['fork_entropy']:.4f}   "
+                  f"other-token JSD {before['other_jsd']:.4f} -> {after['other_jsd']:.4f}   "
+                  f"greedy accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}", flush=True)
+    for arm, runs in results.items():
+        for key in ("fork_entropy", "other_jsd", "accuracy"):
+            print(f"{arm}_{key}: {sum(b[key] for b, _ in runs) / len(runs):.4f} -> "
+                  f"{sum(a[key] for _, a in runs) / len(runs):.4f}")
+
+
+if __name__ == "__main__":
+    main()
