@@ -114,11 +114,13 @@ def train_and_measure(files, overrides=(), *, steps: int, heldout: int, seed: in
 
 @contextlib.contextmanager
 def without_plugins(recipe):
-    """The path of a temporary copy of the config file ``recipe`` without its plugins and their sections: plain
-    GRPO with the same settings."""
+    """The path of a temporary copy of the config file ``recipe`` without its plugins, their sections and their
+    reward and loss weights: plain GRPO with the same settings."""
     tree = yaml.safe_load(Path(recipe).read_text())
     for name in tree.pop("plugins", []):
         tree.pop(name, None)
+        for weights in (tree.get("rewards") or {}, tree.get("losses") or {}):
+            weights.pop(name, None)
     with tempfile.TemporaryDirectory() as folder:
         plain = Path(folder) / "grpo.yaml"
         plain.write_text(yaml.safe_dump(tree))
