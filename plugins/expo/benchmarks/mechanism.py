@@ -7,8 +7,11 @@ For each conditioning: the share of explanations that reach the given answer; th
 the share of the reaching ones that are also valid; and the mean per-token log-likelihood, after the bare question,
 of the reaching explanations against the dataset's own solutions of the same problems (the paper's first property:
 a good positive is likely under the policy). The policy's own samples are the first row, for comparison.
+With --train-steps, it also trains the CPU recipe and the same recipe without expo (plain GRPO) for that many
+steps per seed and prints the greedy held-out accuracy after each.
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/expo/benchmarks/mechanism.py --problems 200
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/expo/benchmarks/mechanism.py --problems 0 --train-steps 30 --seeds 2
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from stackrl.rewards import exact_match
 from stackrl.roles import split_steps
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import make_dataset
+from stackrl.testing.heldout import against_grpo
 from stackrl_expo import explanation_prompts
 from stackrl_rrpo.resets import first_wrong_line
 
@@ -94,8 +98,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", type=int, default=200, help="held-out hard problems drawn")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-steps", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1, help="training runs, seeds from --seed on")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    for seed in range(args.seed, args.seed + args.seeds if args.train_steps else args.seed):
+        accuracy = against_grpo(RECIPE, ["trainer.disable_tqdm=true"], steps=args.train_steps, heldout=128, seed=seed)
+        print(f"seed {seed}: greedy held-out accuracy after {args.train_steps} steps: expo {accuracy['method']:.3f}"
+              f"   grpo {accuracy['grpo']:.3f}", flush=True)
+    if not args.problems:
+        return
     results = run(args.problems, args.seed)
     print(f"failed problems: {int(results.pop('problems')['failed'])} of {args.problems}")
     for name, r in results.items():
