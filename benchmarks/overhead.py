@@ -29,11 +29,10 @@ import stackrl.testing  # noqa: F401  (offline environment, before transformers 
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-import torch  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from stackrl.testing.repository import use_fixture_plugins  # noqa: E402
-from stackrl.testing.steptime import METRICS, Rounds, Variant  # noqa: E402
+from stackrl.testing.steptime import METRICS, Rounds, Variant, use_threads  # noqa: E402
 from stackrl.testing.tiny import TINY_TRAINER, build_tiny_model, tiny_config  # noqa: E402
 
 VARIANTS = ("plain", "none", "noop")
@@ -89,8 +88,7 @@ def main(argv=None) -> int:
         parser.error("--steps must exceed --warmup")
 
     use_fixture_plugins(Path(__file__).resolve().parent.parent)  # the noop plugin
-    torch.set_num_threads(opts.threads)
-    torch.set_num_interop_threads(opts.threads)
+    use_threads(opts.threads)
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     load_before = os.getloadavg()

@@ -34,7 +34,7 @@ from stackrl.rewards import exact_match
 from stackrl.run import grpo_args, outcome_rewards, reward_weights
 from stackrl.trainer import StackTrainer
 
-__all__ = ["METRICS", "Rounds", "StepClock", "Variant", "quantiles"]
+__all__ = ["METRICS", "Rounds", "StepClock", "Variant", "quantiles", "use_threads"]
 
 METRICS = {
     "wall": "wall-clock per step (whole step, post_step included)",
@@ -114,6 +114,15 @@ class Variant:
             "trl": [entry["step_time"] for entry in logs],
             "trajectory": [(entry.get("completions/mean_length"), entry.get("reward")) for entry in logs],
         }
+
+
+def use_threads(count: int) -> None:
+    """Run torch ops on ``count`` threads, the same for every variant."""
+    torch.set_num_threads(count)
+    try:
+        torch.set_num_interop_threads(count)
+    except RuntimeError:  # settable once per process, before any inter-op work: a benchmark called from a test
+        pass
 
 
 def quantiles(values: list[float]) -> tuple[float, float, float, float, float]:

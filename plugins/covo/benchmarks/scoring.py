@@ -67,13 +67,13 @@ def packed_forward_time(trainer, streams: list[list[int]], repeats: int) -> tupl
     return min(times), len(flat)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16, help="rows per forward in both paths")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     trainer = build_trainer(recipe(Path(tempfile.mkdtemp())))
     questions = make_dataset(split="train", size=args.prompts, seed=11, categories=CATEGORIES[1:4])["question"]
