@@ -44,12 +44,21 @@ def check_probes(contexts, trajectories, probes) -> None:
 
 @dataclass
 class _Tree:
-    """One row: tokens in insertion order (a parent always precedes its children) and their parents."""
+    """One row: tokens in insertion order (a parent always precedes its children) and their parents.
 
-    tokens: list[int] = field(default_factory=list)
-    parents: list[int] = field(default_factory=list)
-    depths: list[int] = field(default_factory=list)
-    children: dict[tuple[int, int], int] = field(default_factory=dict)
+    It starts as the single path of ``chain`` (context then trajectory): node ``i`` is its ``i``-th token.
+    """
+
+    chain: list[int]
+    tokens: list[int] = field(init=False)
+    parents: list[int] = field(init=False)
+    depths: list[int] = field(init=False)
+    children: dict[tuple[int, int], int] = field(init=False)
+
+    def __post_init__(self):
+        n = len(self.chain)
+        self.tokens, self.parents, self.depths = list(self.chain), list(range(-1, n - 1)), list(range(n))
+        self.children = {(i - 1, token): i for i, token in enumerate(self.chain)}
 
     def child(self, parent: int, token: int) -> int:
         """The node of ``token`` under ``parent``, added if the tree has none yet."""
@@ -58,22 +67,17 @@ class _Tree:
             node = len(self.tokens)
             self.tokens.append(token)
             self.parents.append(parent)
-            self.depths.append(self.depths[parent] + 1 if parent >= 0 else 0)
+            self.depths.append(self.depths[parent] + 1)
             self.children[(parent, token)] = node
         return node
 
 
 def _build(context: list[int], trajectory: list[int], probes) -> tuple[_Tree, list[list[int]]]:
     """The prefix tree of one trajectory and, per probe, the node each of its tokens is predicted from."""
-    tree = _Tree()
-    node = -1
-    path = []  # path[i]: the node of (context + trajectory)[i]
-    for token in [*context, *trajectory]:
-        node = tree.child(node, token)
-        path.append(node)
+    tree = _Tree([*context, *trajectory])
     predicted_from = []
     for branch, probe_ids in probes:
-        node = path[len(context) + branch - 1]
+        node = len(context) + branch - 1  # the chain's node of the last token before the branch
         parents = []
         for token in probe_ids:
             parents.append(node)

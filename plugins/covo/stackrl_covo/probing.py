@@ -56,8 +56,22 @@ class TokenPrefixes:
         return low
 
 
+class ProbeTexts:
+    """Token ids of probe texts, each distinct text tokenized once: a group's trajectories probe the same answers."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer, self._ids = tokenizer, {}
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        new = [text for text in dict.fromkeys(texts) if text not in self._ids]
+        if new:
+            self._ids.update(zip(new, self._tokenizer(new, add_special_tokens=False)["input_ids"]))
+        return [self._ids[text] for text in texts]
+
+
 def plan_probes(
     tokenizer,
+    probe_texts: ProbeTexts,
     completion_ids: list[int],
     text: str,
     steps: list[tuple[int, int]],
@@ -71,7 +85,8 @@ def plan_probes(
     """The probes of one trajectory whose ``text`` has ``steps`` (character spans), for the group's ``answers``.
 
     ``answers`` may be empty (no answer probes: a group with one distinct answer); ``filler`` is the token
-    appended after probes that end the trajectory, for the greedy next-token log-prob.
+    appended after probes that end the trajectory, for the greedy next-token log-prob. ``probe_texts`` tokenizes
+    the answer probes.
     """
     prefixes = TokenPrefixes(tokenizer, completion_ids)
     plan = Plan(steps=len(steps), answers=len(answers))
@@ -81,7 +96,7 @@ def plan_probes(
         rest = text[prefixes.text_length(branch) : end]
         branches += [branch] * len(answers)
         texts += [rest + template.format(answer=answer) for answer in answers]
-    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    encoded = probe_texts.encode(texts)
     plan.probes += [(branch, ids + [filler] if greedy else ids) for branch, ids in zip(branches, encoded)]
     if curiosity:
         for start, end in zip([0, *boundaries], boundaries):
