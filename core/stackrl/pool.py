@@ -222,7 +222,11 @@ class Pool:
 
     def draw(self, count: int, step: int) -> list[int]:
         """The ids of the next batch's ``count`` problems, drawn as the module docstring says."""
-        return [self._draw_one(step) for _ in range(count)]
+        drawable = [i for i in self.active_rows() if self._row_weights.get(i, 1.0) > 0]
+        by_category: dict[str | None, list[int]] = {}
+        for i in drawable:
+            by_category.setdefault(self._category[i], []).append(i)
+        return [self._draw_one(drawable, by_category, step) for _ in range(count)]
 
     def record(self, rows: list[int], pass_rates: list[float | None], abs_advantages: list[float]) -> None:
         """The statistics of one training batch: per group, its row, pass rate and mean |advantage|."""
@@ -233,16 +237,13 @@ class Pool:
         self._batches += 1
         self._last_batch = list(rows)
 
-    def _draw_one(self, step: int) -> int:
-        drawable = [i for i in self.active_rows() if self._row_weights.get(i, 1.0) > 0]
+    def _draw_one(self, drawable: list[int], by_category: dict, step: int) -> int:
         if self._category_weights is not None:
             weights = self._category_weights
-            present = set(self._category[i] for i in drawable)
-            choices = [c for c, w in weights.items() if w > 0 and c in present]
+            choices = [c for c, w in weights.items() if w > 0 and c in by_category]
             if not choices:
                 self._dry(step, "no category with a positive weight has a row left to draw")
-            category = choices[self._pick([weights[c] for c in choices])]
-            drawable = [i for i in drawable if self._category[i] == category]
+            drawable = by_category[choices[self._pick([weights[c] for c in choices])]]
         if not drawable:
             self._dry(step, "every row is retired or weighs 0")
         unused = [i for i in drawable if i not in self._used]
