@@ -116,6 +116,17 @@ def test_a_stage_switch_draws_only_the_new_dataset():
     assert pool.stats(0).retired and pool.stats(6).stage == 1
 
 
+def test_a_stage_switch_back_draws_the_earlier_rows_again():
+    pool = hand_built()
+    first = pool.active_rows()
+    stage = steer(pool).switch_dataset([{"prompt": "Stage 1\n", "answer": "1"}])
+    assert steer(pool, step=9).switch_dataset(first) == first
+    assert pool.stage == 2 and pool.active_rows() == first and pool.stats(stage[0]).retired
+    assert sorted(pool.draw(6, step=9)) == first
+    with pytest.raises(PluginError, match="called switch_dataset at step 3 with row 99"):
+        steer(pool).switch_dataset([99])
+
+
 def test_statistics_are_recorded_per_row():
     pool = hand_built()
     pool.record([2, 5], [0.25, None], [0.5, 0.0])

@@ -28,6 +28,8 @@ def test_category_weights_from_train_begin_draw_only_that_category(make_config):
 
 
 def test_added_rows_are_drawn_next_and_written_to_the_run_folder(make_config, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ADDED_FILE).write_text('{"id": 24, "step": 9}\n')  # an earlier run's, in the same folder
     run = train_steps(steered(make_config, 3, tmp_path / "run", add_at=1))
     steer = run.plugins.plugins["pool_steer"]
     assert "added" not in steer.categories[0]

@@ -202,20 +202,29 @@ class Pool:
         return ids
 
     def switch_dataset(self, rows, plugin: str, step: int) -> list[int]:
-        """Start a new stage: every active row retires, ``rows`` are added, category weights are cleared."""
+        """Start a new stage on ``rows``: new rows (dicts, added) or the ids of rows the pool holds (an earlier
+        stage's, drawn again). Every other row retires and category weights are cleared; returns the stage's ids."""
         rows = list(rows)
         if not rows:
             raise PluginError(f"plugin '{plugin}' switched the pool to an empty dataset at step {step}")
         old = self.active_rows()
-        self._stage_now += 1
-        try:
-            ids = self.add_rows(rows, plugin, step)
-        except PluginError:
-            self._stage_now -= 1
-            raise
+        if all(isinstance(row, numbers.Integral) and not isinstance(row, bool) for row in rows):
+            for row in rows:
+                self._check_id(row, "switch_dataset", plugin, step)
+            ids = [int(row) for row in rows]
+            self._stage_now += 1
+        else:
+            self._stage_now += 1
+            try:
+                ids = self.add_rows(rows, plugin, step)
+            except PluginError:
+                self._stage_now -= 1
+                raise
         self._retired.update(old)
+        self._retired.difference_update(ids)
         self._category_weights = None
         self._used.clear()
+        self._changed(plugin, step)
         return ids
 
     # -- drawing and recording (the trainer's) ------------------------------------------------------------------
@@ -306,6 +315,10 @@ class Pool:
         if self._added_file:  # rows added after the checkpoint were never added in this run's history
             with open(self._added_file, "w") as f:
                 f.writelines(json.dumps(record) + "\n" for record in self._added)
+
+    def forget_added_rows_file(self) -> None:
+        if self._added_file and os.path.exists(self._added_file):
+            os.remove(self._added_file)
 
     # -- checks -------------------------------------------------------------------------------------------------
 
@@ -402,8 +415,9 @@ class PoolAccess:
         """Never draw these rows again (their statistics stay readable)."""
         self._pool.retire(rows, self._plugin, self._step)
 
-    def switch_dataset(self, rows: list[dict]) -> list[int]:
-        """Start a new stage on ``rows``: every active row retires and category weights are cleared."""
+    def switch_dataset(self, rows: list) -> list[int]:
+        """Start a new stage on ``rows``: new rows (dicts, as for :meth:`add_rows`) or ids of rows the pool holds
+        (an earlier stage's). Every other row retires and category weights are cleared; returns the stage's ids."""
         return self._pool.switch_dataset(rows, self._plugin, self._step)
 
 

@@ -612,6 +612,8 @@ class StackTrainer(GRPOTrainer):
                 raise StackrlError(f"resume: no checkpoint found in {self.args.output_dir}")
         if resume_from_checkpoint:
             self._load_plugin_states(resume_from_checkpoint)
+        elif self.pool is not None:
+            self.pool.forget_added_rows_file()  # a fresh run in an old run folder lists only its own rows
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def _load_plugin_states(self, checkpoint: str) -> None:
