@@ -70,7 +70,8 @@ class Pool:
         base_categories = dataset[CATEGORY_COLUMN] if CATEGORY_COLUMN in self._columns else [None] * len(dataset)
         self._category: list[str | None] = [None if c is None else str(c) for c in base_categories]
         self._stage: list[int] = [0] * len(dataset)
-        self._label_free: list[bool] = [False] * len(dataset)
+        # A label-free run hides the answer column from the pool too (stackrl.truth): its rows are label-free.
+        self._label_free: list[bool] = [answer_column not in self._columns] * len(dataset)
         self._added: list[dict] = []  # {"id", "step", "plugin", "stage", "label_free", "row"}
         self._retired: set[int] = set()
         self._row_weights: dict[int, float] = {}
@@ -141,9 +142,6 @@ class Pool:
         base = len(self._base)
         values = self._base[row] if row < base else self._added[row - base]["row"]
         return {**{c: values.get(c) for c in self._columns}, POOL_ROW: row}
-
-    def is_label_free(self, row: int) -> bool:
-        return self._label_free[row]
 
     # -- changing (through PoolAccess, which names the plugin and the step) -------------------------------------
 
