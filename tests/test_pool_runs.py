@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from stackrl.errors import PluginHookError
+from stackrl.errors import PluginError, PluginHookError
 from stackrl.pool import ADDED_FILE, POOL_STATE_FILE
 from stackrl.testing.fixtures import StopAt, train_steps
 
@@ -45,6 +45,13 @@ def test_added_rows_are_drawn_next_and_written_to_the_run_folder(make_config, tm
     scored = {p: bool(torch.isfinite(r)) for p, r in zip(rollout.prompts, rollout.rewards["exact_match"])}
     assert scored == {"What is 2 + 2?\n": True, "What is 3 + 3?\n": False}
     assert run.pool.stats(25).times_drawn == 4 and run.pool.stats(25).last_pass_rate is None
+    # Statistics of the last batch: its groups are rows 24 and 25 in the pool's order.
+    rows = run.pool.last_batch
+    groups = rollout.advantages.abs().view(-1, 2).mean(1).tolist()
+    for row, mean_abs in zip(rows, groups):
+        assert run.pool.stats(row).last_abs_advantage == pytest.approx(mean_abs)
+    correct = rollout.rewards["exact_match"].view(-1, 2)[rows.index(24)]
+    assert run.pool.stats(24).last_pass_rate == pytest.approx(float((correct >= 1).float().mean()))
 
 
 def test_retired_rows_and_a_stage_switch_change_the_next_batch(make_config):
@@ -53,6 +60,12 @@ def test_retired_rows_and_a_stage_switch_change_the_next_batch(make_config):
     assert not set(drawn[0]) & set(drawn[1])  # step 2 draws none of the rows retired after step 1
     assert set(drawn[2]) <= {24, 25, 26} and set(drawn[3]) <= {24, 25, 26}
     assert run.pool.stage == 1
+
+
+def test_a_pool_left_with_nothing_to_draw_stops_the_run_naming_the_plugin_and_step(make_config):
+    # The category has four rows, all drawn in step 1 and then retired.
+    with pytest.raises(PluginError, match=r"nothing to draw at step 1: .*plugin 'pool_steer' at step 1"):
+        train_steps(steered(make_config, 2, category="3 steps, 2-digit", retire_at=1))
 
 
 def test_malformed_rows_stop_the_run_naming_the_plugin_and_step(make_config):
