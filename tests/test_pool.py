@@ -190,6 +190,8 @@ def test_malformed_rows_name_the_plugin_and_step(rows, message):
         (lambda p: p.set_row_weights({6: 1.0}), "row 6, which is not a pool row id"),
         (lambda p: p.retire([-1]), "called retire at step 3 with row -1"),
         (lambda p: p.switch_dataset([]), "empty dataset at step 3"),
+        (lambda p: p.stats(6), "called stats at step 3 with row 6"),
+        (lambda p: p.row(True), "called row at step 3 with row True"),
     ],
 )
 def test_bad_changes_name_the_plugin_and_step(change, message):

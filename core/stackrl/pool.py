@@ -123,8 +123,8 @@ class Pool:
         """The ids of the rows that are not retired."""
         return [i for i in range(len(self)) if i not in self._retired]
 
-    def stats(self, row: int) -> RowStats:
-        self._check_id(row, "stats", None, None)
+    def stats(self, row: int, plugin: str | None = None, step: int | None = None) -> RowStats:
+        self._check_id(row, "stats", plugin, step)
         return RowStats(
             id=row,
             category=self._category[row],
@@ -137,8 +137,9 @@ class Pool:
             last_abs_advantage=self._abs_advantage.get(row),
         )
 
-    def row(self, row: int) -> dict:
+    def row(self, row: int, plugin: str | None = None, step: int | None = None) -> dict:
         """Row ``row`` as the trainer hands it to TRL: every column of the pool (``None`` where the row has none)."""
+        self._check_id(row, "row", plugin, step)
         base = len(self._base)
         values = self._base[row] if row < base else self._added[row - base]["row"]
         return {**{c: values.get(c) for c in self._columns}, POOL_ROW: row}
@@ -389,11 +390,11 @@ class PoolAccess:
 
     def stats(self, row: int) -> RowStats:
         """What the pool knows of row ``row``: see :class:`RowStats`."""
-        return self._pool.stats(row)
+        return self._pool.stats(row, self._plugin, self._step)
 
     def row(self, row: int) -> dict:
         """The columns of row ``row`` (``None`` where it has none)."""
-        return {k: v for k, v in self._pool.row(row).items() if k != POOL_ROW}
+        return {k: v for k, v in self._pool.row(row, self._plugin, self._step).items() if k != POOL_ROW}
 
     def set_category_weights(self, weights: dict[str, float] | None) -> None:
         """Draw each problem's category with probability proportional to ``weights`` (categories left out weigh
