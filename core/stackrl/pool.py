@@ -2,7 +2,7 @@
 
 Until a plugin changes it, the pool only watches: TRL's sampler chooses the rows, exactly as in a run without a
 pool, and the pool keeps each row's statistics (times drawn, last pass rate, last mean |advantage|). From the
-first change on (category or row weights, added or retired rows, a switch to another dataset), the pool draws
+first change on (category or row weights, added or retired rows, a switch to another stage's rows), the pool draws
 every training batch itself:
 
 - each of the batch's ``B`` problems (``B`` = generation batch / ``num_generations``) is drawn in turn; with
