@@ -64,7 +64,8 @@ def branches(trainer, template: str, problems: int, seed: int, top_k: int) -> di
     lengths = [len(ids) for ids in spines.completion_ids]
     position = relative_positions(lengths).split(lengths)
     return {
-        "viable": torch.tensor([exact_match(c, spines.columns["answer"][r]) > 0 for c, (r, _, _) in zip(completions, keys)]),
+        "viable": torch.tensor([exact_match(c, spines.columns["answer"][r]) > 0
+                                for c, (r, _, _) in zip(completions, keys)]),
         "position": torch.tensor([float(position[r][t]) for r, t, _ in keys]),
         "low_entropy": torch.tensor([-float(entropy[r, t]) for r, t, _ in keys]),
         "teacher_probability": torch.tensor([float(top.topk_logprobs[r, t, j].exp()) for r, t, j in keys]),
@@ -94,9 +95,11 @@ def run(seed: int, problems: int, top_k: int = 3, overrides=()) -> dict[str, flo
     with tempfile.TemporaryDirectory() as out:
         config = load_config([RECIPE], [f"trainer.seed={seed}", f"output_dir={out}", *overrides])
         trainer = build_trainer(config)
-        found = branches(trainer, config.plugin_configs["pwopsd"].teacher_template, problems, seed=1000 + seed, top_k=top_k)
+        template = config.plugin_configs["pwopsd"].teacher_template
+        found = branches(trainer, template, problems, seed=1000 + seed, top_k=top_k)
     result = {name: auroc(found[name], found["viable"]) for name in SCORES}
-    result.update({f"{name}_within": within_spine_auroc(found[name], found["viable"], found["spine"]) for name in SCORES})
+    for name in SCORES:
+        result[f"{name}_within"] = within_spine_auroc(found[name], found["viable"], found["spine"])
     for label, correct in (("correct", True), ("wrong", False)):
         rows = (found["spine_correct"][found["spine"]] > 0) == correct
         result[f"position_{label}_spines"] = auroc(found["position"][rows], found["viable"][rows])

@@ -25,7 +25,8 @@ def weighted_divergence(scorer, rollout: Rollout, config: PwOpsdConfig, *, grad:
 
 
 class PwOpsd(Plugin):
-    """Position-weighted on-policy self-distillation: later tokens, whose teacher targets hold more often, weigh more."""
+    """Position-weighted on-policy self-distillation: later tokens, whose teacher targets the paper finds more
+    reliable, weigh more."""
 
     Config = PwOpsdConfig
 

@@ -1,4 +1,4 @@
-"""The branch-viability diagnostic on the built-in model, short (the full figures come from benchmarks/diagnostic.py)."""
+"""The branch-viability diagnostic on the built-in model, short (the full figures: benchmarks/diagnostic.py)."""
 
 from pathlib import Path
 
