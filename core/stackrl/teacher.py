@@ -6,7 +6,8 @@ put into the prompt by a template. It scores the completions the student just sa
 and returns vocabulary log-probs only at the positions a loss needs, so span-restricted losses never hold
 ``batch x length x vocabulary``. The divergences below work on those packed ``(P, V)`` rows.
 
-- :func:`teacher_prompts` builds the teacher's prompt for each row from the template;
+- :func:`teacher_prompts` builds the teacher's prompt for each row from the template (:data:`WORKED_SOLUTION_TEMPLATE`
+  is a generic one for data sets with a worked solution);
 - :func:`score_teacher` and :func:`score_student` score a loss context's completions at chosen positions;
 - :func:`student_and_teacher`: both distributions at every completion token, packed, for a divergence;
 - :func:`forward_kl`, :func:`reverse_kl`, :func:`generalized_jsd`, :func:`restrict_to_teacher_topk`: per-position
@@ -32,6 +33,14 @@ if TYPE_CHECKING:
 
 
 # -- teacher prompts -------------------------------------------------------------------------------------------------
+
+# A generic privileged prompt for a data set with a worked solution: the problem, the solution, then a request for
+# the model's own reasoning toward the same answer (the default of methods whose paper gives no wording).
+WORKED_SOLUTION_TEMPLATE = (
+    "{prompt}\n\nA worked solution to this problem:\n{solution}\n\n"
+    "With that solution in mind, solve the problem above yourself, step by step, and put your final answer "
+    "within \\boxed{{}}.\n"
+)
 
 
 def template_fields(template: str) -> list[str]:

@@ -6,20 +6,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
+from stackrl.teacher import WORKED_SOLUTION_TEMPLATE
 
 # "initial": the policy's weights when training begins, kept as this plugin's snapshot; "reference": the host's
 # frozen reference model (the LoRA-disabled base, or TRL's reference model when trainer.beta > 0).
 REFERENCES = ("initial", "reference")
 TEACHERS = ("policy", *REFERENCES)
 DIVERGENCES = ("reverse_kl", "forward_kl")
-
-# The policy shown the problem's worked solution, in our words: the problem, the solution, then a request for the
-# model's own reasoning toward the same answer.
-TEACHER_TEMPLATE = (
-    "{prompt}\n\nA worked solution to this problem:\n{solution}\n\n"
-    "With that solution in mind, solve the problem above yourself, step by step, and put your final answer "
-    "within \\boxed{{}}.\n"
-)
 
 
 @dataclass
@@ -30,7 +23,7 @@ class BetaOpsdConfig:
     beta: float = 2.0
     # The teacher's prompt, formatted with {prompt} (the dataset prompt, or its last user message) and the
     # dataset columns: {solution} is the privileged text the student never sees.
-    teacher_template: str = TEACHER_TEMPLATE
+    teacher_template: str = WORKED_SOLUTION_TEMPLATE
     teacher: str = "policy"
     reference_model: str = "initial"
     # KL(student || target), the divergence whose minimum the beta objective's optimum is; or KL(target || student).

@@ -6,30 +6,23 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
+from stackrl.teacher import WORKED_SOLUTION_TEMPLATE
 
 TEACHERS = ("policy", "reference")
-
-# The paper's teacher is the policy shown the answer's worked solution ("privileged-answer teacher prompt"); this
-# layout, in our words, puts it after the problem and asks for the model's own reasoning.
-TEACHER_TEMPLATE = (
-    "{prompt}\n\nA worked solution to this problem:\n{solution}\n\n"
-    "With that solution in mind, solve the problem above yourself, step by step, and put your final answer "
-    "within \\boxed{{}}.\n"
-)
 
 
 @dataclass
 class PwOpsdConfig:
     # The teacher's prompt, formatted with {prompt} (the dataset prompt, or its last user message) and the
     # dataset columns: {solution} is the privileged text the student never sees.
-    teacher_template: str = TEACHER_TEMPLATE
+    teacher_template: str = WORKED_SOLUTION_TEMPLATE
     # "policy": the live policy shown the solution; "reference": the LoRA-disabled base (or TRL's reference model).
     teacher: str = "policy"
     # How hard the forward KL may push any one logit of the student (stackrl.teacher.forward_kl; null: no clip).
     # The paper clips without saying how much: 0.05 is the value the project's other clipped KL (trace) uses.
     clip: Optional[float] = 0.05
     # The weight at relative position u = (t + 1) / T: floor + (1 - floor) * u ** position_power, scaled to mean 1
-    # per completion. 1 grows linearly (the default: the paper says only "increasing"), 0 is plain OPSD.
+    # per completion. 1 grows linearly (the default: the paper says only "increasing"), 0 is uniform.
     position_power: float = 1.0
     position_floor: float = 0.0
     # Both distributions are softmax(logits / temperature); null: the run's sampling temperature.
