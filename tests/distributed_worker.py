@@ -146,6 +146,7 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         "param_hash": parameter_hash(trainer.model),
         "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
         "seen_in_loss": plugins["injected_turn"].seen_in_loss if "injected_turn" in plugins else None,
+        "pool_drawn": plugins["pool_steer"].drawn if "pool_steer" in plugins else None,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{rank}.json").write_text(json.dumps(report))

@@ -28,6 +28,7 @@ PER_DEVICE = 6
 GROUP = 4
 GLOBAL = NPROC * PER_DEVICE
 STEPS = 2
+POOL_STEPS = 3
 STACK = ["prompt_suffix", "digit_reward", "group_rank", "token_decay", "logp_loss", "step_counter"]
 INJECTED = " Check it:"
 EOS_BIAS = 4.0  # makes the random tiny model end completions early, so lengths vary and group_rank has work to do
@@ -99,6 +100,23 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                     "num_generations": GROUP,
                     "max_steps": STEPS,
                     "max_completion_length": 48,
+                },
+            },
+        },
+        # A prompt pool steered from train_begin and post_step: both processes draw the same rows, and the same as
+        # one process with the whole batch (greedy, so the rollouts must be equal too).
+        "pool": {
+            "name": "pool",
+            "plugins": ["pool_steer", "group_rank"],
+            "sections": {
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "pool" / "run"),
+                "pool_steer": {"category": "3 steps, 1-digit", "retire_at": 1},
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": POOL_STEPS,
+                    "generation_kwargs": {"do_sample": False, "sequence_bias": eos_bias},
                 },
             },
         },
@@ -214,6 +232,20 @@ def test_plugin_stack_two_processes_with_checkpoint(launched, worker):
     assert states["step_counter"]["steps"] == STEPS
     assert len(states["step_counter"]["reward_sums"]) == STEPS
     assert [s["rewards"] for s in states["group_rank"]["seen"]] == [s["rewards"] for s in ranks[0]["seen"]]
+
+
+def test_pool_draws_the_same_rows_on_two_processes_as_on_one(launched, tiny_model_dir, tmp_path, worker):
+    runs, out = launched
+    ranks = worker.reports(out, "pool")
+    assert ranks[0]["pool_drawn"] == ranks[1]["pool_drawn"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    reference = worker.single_process(tiny_model_dir, runs["pool"], tmp_path, GLOBAL)
+    assert ranks[0]["pool_drawn"] == reference["pool_drawn"]
+    drawn = reference["pool_drawn"]
+    assert len(drawn) == POOL_STEPS and not set(drawn[0]) & set(drawn[1])  # retired after step 1
+    for got, want in zip(ranks[0]["reward_calls"], reference["reward_calls"], strict=True):
+        assert got["prompts"] == want["prompts"] and got["completion_ids"] == want["completion_ids"]
+        assert len(set(got["prompts"])) == GLOBAL // GROUP
 
 
 def test_columns_and_loss_mask_survive_gather_and_scatter(launched, tiny_model_dir, worker):

@@ -9,11 +9,15 @@ from stackrl import Rollout, StackrlError
 from stackrl.policy import _SNAPSHOTS, PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.teacher import (
-    distributions_at_every_token,
     forward_kl,
     generalized_jsd,
+    geometric_interpolation,
+    position_weights,
+    relative_positions,
     restrict_to_teacher_topk,
+    returns_to_go,
     reverse_kl,
+    student_and_teacher,
     teacher_prompts,
 )
 
@@ -95,7 +99,7 @@ def test_positions_outside_a_continuation_are_refused(trainer):
 
 
 @pytest.mark.parametrize("top_k", [None, 3])
-def test_distributions_at_every_token_pair_the_student_with_the_teacher(trainer, top_k):
+def test_student_and_teacher_pair_the_two_at_every_completion_token(trainer, top_k):
     """The student on its trained prompt, the teacher on the template's, both at the temperature, packed over every
     completion token; with top_k, both restricted to the teacher's top tokens."""
     policy, tokenizer = trainer._shared_policy, trainer.processing_class
@@ -105,8 +109,8 @@ def test_distributions_at_every_token_pair_the_student_with_the_teacher(trainer,
                       completion_ids=[encode(c) for c in completions], columns={"solution": ["15", "20"]},
                       group_size=2)
     template = "{solution} {prompt}"
-    student, teacher = distributions_at_every_token(
-        policy, template, rollout=rollout, temperature=1.7, top_k=top_k, grad=False
+    student, teacher = student_and_teacher(
+        policy, rollout, template, teacher="policy", temperature=1.7, top_k=top_k, grad=False
     )
     everywhere = [range(len(ids)) for ids in rollout.completion_ids]
     common = dict(positions=everywhere, temperature=1.7, full_vocab=True)
@@ -177,6 +181,39 @@ def test_topk_restriction_renormalises_over_the_teachers_top_tokens():
     student, kept = restrict_to_teacher_topk(P[1:].log(), top.values, top.indices)
     assert kept.exp().tolist()[0] == pytest.approx([0.625, 0.375])
     assert student.exp().tolist()[0] == pytest.approx([0.4, 0.6])
+
+
+def test_geometric_interpolation_mixes_the_logits_and_renormalises():
+    first, second = torch.tensor([[0.7, 0.2, 0.1]]), torch.tensor([[0.1, 0.3, 0.6]])
+    unnormalised = first**0.75 * second**0.25  # weight 0.25 toward the second
+    expected = unnormalised / unnormalised.sum()
+    got = geometric_interpolation(first.log(), second.log(), 0.25).exp()
+    assert got.tolist()[0] == pytest.approx(expected.tolist()[0], abs=1e-6)
+    shifted = geometric_interpolation(first.log() + 3.0, second.log() - 1.0, 0.25)  # raw logits: same distribution
+    assert torch.allclose(shifted.exp(), got, atol=1e-6)
+    assert torch.allclose(geometric_interpolation(first.log(), second.log(), 0.0).exp(), first, atol=1e-6)
+    assert torch.allclose(geometric_interpolation(first.log(), second.log(), 1.0).exp(), second, atol=1e-6)
+    beyond = geometric_interpolation(first.log(), second.log(), 2.0).exp()  # past the second, away from the first
+    assert beyond[0, 2] > second[0, 2] and beyond[0, 0] < second[0, 0]
+
+
+def test_position_weights_grow_with_the_relative_position_and_average_one_per_row():
+    assert relative_positions([2, 4]).tolist() == pytest.approx([0.5, 1.0, 0.25, 0.5, 0.75, 1.0])
+    assert position_weights([2, 4]).tolist() == pytest.approx([2 / 3, 4 / 3, 0.4, 0.8, 1.2, 1.6])
+    squared = [0.25 + 0.75 * u**2 for u in (0.25, 0.5, 0.75, 1.0)]  # floor 0.25, power 2
+    got = position_weights([4], power=2.0, floor=0.25)
+    assert got.tolist() == pytest.approx([w / (sum(squared) / 4) for w in squared])
+    assert position_weights([3, 1], power=0.0).tolist() == pytest.approx([1.0] * 4)
+    with pytest.raises(StackrlError, match="power must be >= 0 and floor in"):
+        position_weights([3], floor=1.5)
+
+
+def test_returns_to_go_sum_the_rest_of_each_row():
+    values = torch.tensor([1.0, 2.0, 4.0, 8.0, 16.0])
+    assert returns_to_go(values, [3, 2]).tolist() == [7.0, 6.0, 4.0, 24.0, 16.0]
+    assert returns_to_go(values, [3, 2], include_current=False).tolist() == [6.0, 4.0, 0.0, 16.0, 0.0]
+    with pytest.raises(StackrlError, match="5 values for rows of 4 tokens"):
+        returns_to_go(values, [2, 2])
 
 
 # -- snapshots -------------------------------------------------------------------------------------------------------

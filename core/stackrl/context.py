@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from stackrl.errors import PluginError
+from stackrl.pool import Pool, PoolAccess
 
 WARNINGS = "warnings"  # the metric prefix of ctx.warn; the trainer counts these for the run summary
 
@@ -217,6 +218,17 @@ class LossContext(_Context):
 
 @dataclass
 class StepContext(_Context):
-    """The post-step stage and the training lifecycle; ``rollout`` is the last one generated (or ``None``)."""
+    """The post-step stage and the training lifecycle; ``rollout`` is the last one generated (or ``None``).
+
+    In ``train_begin`` and ``post_step``, ``pool`` is the run's prompt pool (:class:`stackrl.pool.PoolAccess`):
+    its rows' statistics, and the weights, additions, retirements and stage switches that choose the next batches.
+    """
 
     rollout: Rollout | None = None
+    _pool: Pool | None = field(default=None, repr=False)
+
+    @property
+    def pool(self) -> PoolAccess | None:
+        """The prompt pool, as this plugin changes it at this step (``None`` in ``train_end`` or without a
+        map-style training dataset)."""
+        return None if self._pool is None else PoolAccess(self._pool, self._plugin, self.step)

@@ -157,8 +157,10 @@ def post_step(ctx):
     """Act after an optimizer step: curricula, trackers, schedules. Notified, in config order.
 
     When: after every optimizer step (and its learning-rate update), before that step's metrics are logged.
-    Sees: ``ctx`` (:class:`stackrl.StepContext`): the step just completed and the last rollout.
-    May change: the plugin's own state; metrics logged through ``ctx.log`` appear in this step's log.
+    Sees: ``ctx`` (:class:`stackrl.StepContext`): the step just completed, the last rollout, and ``ctx.pool``, the
+    prompt pool with its rows' statistics (:mod:`stackrl.pool`).
+    May change: the plugin's own state; the pool (weights, added or retired rows, a stage switch), which chooses
+    the next generation batch; metrics logged through ``ctx.log`` appear in this step's log.
 
     Example::
 
@@ -174,6 +176,7 @@ def train_begin(ctx):
     """Called once when training starts (also on resume, after state is restored). Notified, in config order.
 
     Sees: ``ctx`` (:class:`stackrl.StepContext`) with ``ctx.step`` the step training starts from.
+    May change: the plugin's own state; ``ctx.pool``, as in ``post_step`` (on resume the pool is already restored).
 
     Example::
 

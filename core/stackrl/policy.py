@@ -427,10 +427,15 @@ class PolicyAccess:
         items = self._local([item for item in zip(contexts, trajectories, probes) if item[2]])
         batch_size = batch_size or trainer.args.per_device_train_batch_size
         pad_id = trainer.processing_class.pad_token_id
-        rows = []
+        # Batched by size, so that a batch's rows pad to about the same width; the results go back in order.
+        order = sorted(range(len(items)), key=lambda i: len(items[i][0]) + len(items[i][1]) + sum(
+            len(ids) for _, ids in items[i][2]))
+        rows = [None] * len(items)
         with self._scoring_model(model, False) as net, torch.no_grad(), trainer.accelerator.autocast():
             for start in range(0, len(items), batch_size):
-                batch = items[start : start + batch_size]
-                rows.extend(probe_logprobs(net, batch, pad_id=pad_id, topk=topk, temperature=temperature))
+                batch = order[start : start + batch_size]
+                scored = probe_logprobs(net, [items[i] for i in batch], pad_id=pad_id, topk=topk, temperature=temperature)
+                for i, row in zip(batch, scored):
+                    rows[i] = row
         per_probe = [(*probe, None) for row in self._whole(rows, sum(map(bool, probes))) for probe in row]
         return _padded_scores(per_probe, topk, full_vocab=False)

@@ -44,12 +44,21 @@ def check_probes(contexts, trajectories, probes) -> None:
 
 @dataclass
 class _Tree:
-    """One row: tokens in insertion order (a parent always precedes its children) and their parents."""
+    """One row: tokens in insertion order (a parent always precedes its children) and their parents.
 
-    tokens: list[int] = field(default_factory=list)
-    parents: list[int] = field(default_factory=list)
-    depths: list[int] = field(default_factory=list)
-    children: dict[tuple[int, int], int] = field(default_factory=dict)
+    It starts as the single path of ``chain`` (context then trajectory): node ``i`` is its ``i``-th token.
+    """
+
+    chain: list[int]
+    tokens: list[int] = field(init=False)
+    parents: list[int] = field(init=False)
+    depths: list[int] = field(init=False)
+    children: dict[tuple[int, int], int] = field(init=False)
+
+    def __post_init__(self):
+        n = len(self.chain)
+        self.tokens, self.parents, self.depths = list(self.chain), list(range(-1, n - 1)), list(range(n))
+        self.children = {(i - 1, token): i for i, token in enumerate(self.chain)}
 
     def child(self, parent: int, token: int) -> int:
         """The node of ``token`` under ``parent``, added if the tree has none yet."""
@@ -58,22 +67,17 @@ class _Tree:
             node = len(self.tokens)
             self.tokens.append(token)
             self.parents.append(parent)
-            self.depths.append(self.depths[parent] + 1 if parent >= 0 else 0)
+            self.depths.append(self.depths[parent] + 1)
             self.children[(parent, token)] = node
         return node
 
 
 def _build(context: list[int], trajectory: list[int], probes) -> tuple[_Tree, list[list[int]]]:
     """The prefix tree of one trajectory and, per probe, the node each of its tokens is predicted from."""
-    tree = _Tree()
-    node = -1
-    path = []  # path[i]: the node of (context + trajectory)[i]
-    for token in [*context, *trajectory]:
-        node = tree.child(node, token)
-        path.append(node)
+    tree = _Tree([*context, *trajectory])
     predicted_from = []
     for branch, probe_ids in probes:
-        node = path[len(context) + branch - 1]
+        node = len(context) + branch - 1  # the chain's node of the last token before the branch
         parents = []
         for token in probe_ids:
             parents.append(node)
@@ -85,14 +89,24 @@ def _build(context: list[int], trajectory: list[int], probes) -> tuple[_Tree, li
 def _ancestor_mask(tree: _Tree, chain: int) -> torch.Tensor:
     """``(n, n)``: node ``q`` may attend to node ``k`` when ``k`` is ``q`` or one of its ancestors.
 
-    The first ``chain`` nodes (context and trajectory) form a single path, whose mask is the causal triangle.
+    The first ``chain`` nodes (context and trajectory) form a single path, whose mask is the causal triangle. A
+    probe node's row is its parent's row plus itself; nodes are filled a generation at a time (those whose parent
+    is already filled), so the loop runs once per token of the longest probe rather than once per node.
     """
     n = len(tree.tokens)
     mask = torch.zeros(n, n, dtype=torch.bool)
     mask[:chain, :chain] = torch.ones(chain, chain, dtype=torch.bool).tril()
-    for node in range(chain, n):
-        mask[node] = mask[tree.parents[node]]
-        mask[node, node] = True
+    parents = torch.tensor(tree.parents[chain:], dtype=torch.long)
+    pending = torch.arange(chain, n)
+    filled = torch.zeros(n, dtype=torch.bool)
+    filled[:chain] = True
+    while len(pending):
+        ready = filled[parents]
+        nodes = pending[ready]
+        mask[nodes] = mask[parents[ready]]
+        mask[nodes, nodes] = True
+        filled[nodes] = True
+        pending, parents = pending[~ready], parents[~ready]
     return mask
 
 
@@ -127,16 +141,20 @@ def probe_logprobs(model, items, *, pad_id: int, topk: int | None = None, temper
         input_ids=ids.to(device), attention_mask=mask, position_ids=positions.to(device), logits_to_keep=keep
     ).logits
     first_kept = width - keep
-    results = []
+    # Every probe token of the batch at once: the column it is predicted from, then one log-softmax, gather and
+    # top-k over just those columns, split back per probe.
+    rows, columns, tokens, lengths = [], [], [], []
     for row, (offset, (_, predicted_from), (_, _, probes)) in enumerate(zip(offsets, built, items)):
-        row_logps = torch.log_softmax(logits[row].float() / temperature, dim=-1)
-        per_probe = []
         for parents, (_, probe_ids) in zip(predicted_from, probes):
-            columns = torch.tensor(parents, dtype=torch.long, device=device) + offset - first_kept
-            logps = row_logps[columns]
-            tokens = torch.tensor(probe_ids, dtype=torch.long, device=device)
-            token_lp = logps.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-            top_lp, top_ids = logps.topk(topk, dim=-1) if topk else (None, None)
-            per_probe.append((token_lp, top_lp, top_ids))
-        results.append(per_probe)
-    return results
+            rows += [row] * len(parents)
+            columns += [parent + offset - first_kept for parent in parents]
+            tokens += probe_ids
+            lengths.append(len(probe_ids))
+    picked = logits[torch.tensor(rows, device=device), torch.tensor(columns, device=device)]
+    logps = torch.log_softmax(picked.float() / temperature, dim=-1)
+    token_lp = logps.gather(-1, torch.tensor(tokens, device=device).unsqueeze(-1)).squeeze(-1).split(lengths)
+    top_lp, top_ids = logps.topk(topk, dim=-1) if topk else (None, None)
+    top_lp = top_lp.split(lengths) if topk else [None] * len(lengths)
+    top_ids = top_ids.split(lengths) if topk else [None] * len(lengths)
+    per_probe = iter(zip(token_lp, top_lp, top_ids))
+    return [[next(per_probe) for _ in probes] for _, _, probes in items]

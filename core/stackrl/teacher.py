@@ -6,11 +6,14 @@ put into the prompt by a template. It scores the completions the student just sa
 and returns vocabulary log-probs only at the positions a loss needs, so span-restricted losses never hold
 ``batch x length x vocabulary``. The divergences below work on those packed ``(P, V)`` rows.
 
-- :func:`teacher_prompts` builds the teacher's prompt for each row from the template;
+- :func:`teacher_prompts` builds the teacher's prompt for each row from the template (:data:`WORKED_SOLUTION_TEMPLATE`
+  is a generic one for data sets with a worked solution);
 - :func:`score_teacher` and :func:`score_student` score a loss context's completions at chosen positions;
-  :func:`distributions_at_every_token` pairs the two at every completion token;
+- :func:`student_and_teacher`: both distributions at every completion token, packed, for a divergence;
 - :func:`forward_kl`, :func:`reverse_kl`, :func:`generalized_jsd`, :func:`restrict_to_teacher_topk`: per-position
   divergences between packed log-prob rows;
+- :func:`geometric_interpolation`: a target between two distributions, by mixing their logits;
+- :func:`relative_positions`, :func:`position_weights`, :func:`returns_to_go`: per-token weights over packed rows;
 - :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``).
 """
 
@@ -30,6 +33,14 @@ if TYPE_CHECKING:
 
 
 # -- teacher prompts -------------------------------------------------------------------------------------------------
+
+# A generic privileged prompt for a data set with a worked solution: the problem, the solution, then a request for
+# the model's own reasoning toward the same answer (the default of methods whose paper gives no wording).
+WORKED_SOLUTION_TEMPLATE = (
+    "{prompt}\n\nA worked solution to this problem:\n{solution}\n\n"
+    "With that solution in mind, solve the problem above yourself, step by step, and put your final answer "
+    "within \\boxed{{}}.\n"
+)
 
 
 def template_fields(template: str) -> list[str]:
@@ -101,30 +112,27 @@ def score_student(
     return ctx.score(rollout.prompt_ids, rollout.completion_ids, grad=grad, positions=positions, **options)
 
 
-def distributions_at_every_token(
-    ctx: LossContext,
-    template: str,
-    *,
-    model: str = "policy",
-    temperature: float,
-    rollout: Rollout | None = None,
-    grad: bool = True,
-    top_k: int | None = None,
-    where: str = "teacher",
+def student_and_teacher(
+    ctx, rollout: Rollout, template: str, *, teacher: str, temperature: float | None, grad: bool,
+    top_k: int | None = None, where: str = "teacher",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The student's and the teacher's packed ``(P, V)`` log-probs at every completion token of ``rollout``.
+    """The student's and the teacher's log-probs at every completion token of ``rollout``, packed ``(P, V)``.
 
-    Both at ``temperature``; the student on its trained prompts (with gradient when ``grad``), the teacher
-    (``model``) on the prompts ``template`` builds. With ``top_k`` both are restricted to the teacher's top-k
-    tokens and renormalised (:func:`restrict_to_teacher_topk`), so the teacher never returns ``(P, V)``.
+    ``ctx`` is anything with ``score`` and ``sampling_temperature`` (a hook's context, a ``PolicyAccess``);
+    ``teacher`` the model the teacher is scored with; ``temperature`` null means the sampling temperature, as TRL's
+    loss divides its logits by it. The student keeps its gradient when ``grad``. With ``top_k`` both are restricted
+    to the teacher's top-k tokens and renormalised there (:func:`restrict_to_teacher_topk`), ``(P, k)``.
     """
-    rollout = ctx.rollout if rollout is None else rollout
-    common = dict(positions=[range(len(ids)) for ids in rollout.completion_ids], temperature=temperature, rollout=rollout)
-    teacher = score_teacher(ctx, template, model=model, where=where, full_vocab=top_k is None, topk=top_k, **common)
+    everywhere = [range(len(ids)) for ids in rollout.completion_ids]
+    temperature = ctx.sampling_temperature if temperature is None else temperature
+    common = dict(positions=everywhere, temperature=temperature, rollout=rollout)
+    teacher_scores = score_teacher(
+        ctx, template, model=teacher, where=where, full_vocab=top_k is None, topk=top_k, **common
+    )
     student = score_student(ctx, grad=grad, full_vocab=True, **common).vocab_logprobs
     if top_k is None:
-        return student, teacher.vocab_logprobs
-    return restrict_to_teacher_topk(student, teacher.topk_logprobs, teacher.topk_ids)
+        return student, teacher_scores.vocab_logprobs
+    return restrict_to_teacher_topk(student, teacher_scores.topk_logprobs, teacher_scores.topk_ids)
 
 
 # -- divergences between packed (P, V) log-prob rows ----------------------------------------------------------------
@@ -201,6 +209,53 @@ def restrict_to_teacher_topk(
         torch.log_softmax(student_logps.gather(-1, teacher_top_ids), dim=-1),
         torch.log_softmax(teacher_top_logps, dim=-1),
     )
+
+
+def geometric_interpolation(first_logps: torch.Tensor, second_logps: torch.Tensor, weight: float) -> torch.Tensor:
+    """Log-probs of ``p1^(1 - weight) p2^weight``, renormalised: the softmax of the logits mixed linearly.
+
+    ``weight`` 0 is ``p1``, 1 is ``p2``; above 1 extrapolates past ``p2`` (away from ``p1``). Mixing log-probs or raw
+    logits gives the same distribution (they differ by a constant per position), so either may be passed.
+    """
+    return torch.log_softmax((1.0 - weight) * first_logps + weight * second_logps, dim=-1)
+
+
+# -- per-token weights over packed rows (row after row, as ``positions=every position`` packs them) ----------------
+
+
+def relative_positions(lengths: list[int]) -> torch.Tensor:
+    """``(t + 1) / T`` at token ``t`` of each row of length ``T``, packed ``(sum of lengths,)``: the last token is 1."""
+    return torch.cat([torch.arange(1, n + 1, dtype=torch.float32) / n for n in lengths] or [torch.zeros(0)])
+
+
+def position_weights(lengths: list[int], *, power: float = 1.0, floor: float = 0.0) -> torch.Tensor:
+    """``floor + (1 - floor) * u ** power`` at relative position ``u`` (:func:`relative_positions`), scaled to
+    mean 1 within each row, packed.
+
+    ``power`` 1 grows linearly, above 1 keeps the weight on the last tokens, 0 is uniform; ``floor`` is the weight
+    a row's first token approaches. The mean-1 scaling keeps each row's total weight at its length, as an
+    unweighted token mean has it: the weights move a row's loss between its positions, not between rows.
+    """
+    if power < 0 or not 0.0 <= floor <= 1.0:
+        raise StackrlError(f"position_weights: power must be >= 0 and floor in [0, 1], not {power} and {floor}")
+    raw = floor + (1.0 - floor) * relative_positions(lengths) ** power
+    rows = raw.split(list(lengths))
+    return torch.cat([row / row.mean() for row in rows if len(row)] or [torch.zeros(0)])
+
+
+def returns_to_go(values: torch.Tensor, lengths: list[int], *, include_current: bool = True) -> torch.Tensor:
+    """Each position's sum of ``values`` over the rest of its row, packed like ``values`` ``(P,)``.
+
+    ``include_current``: ``G_t = sum over t' >= t``; otherwise the strictly later positions only (``t' > t``,
+    0 at a row's last token).
+    """
+    if values.size(0) != sum(lengths):
+        raise StackrlError(f"returns_to_go: {values.size(0)} values for rows of {sum(lengths)} tokens in all")
+    out = []
+    for row in values.split(list(lengths)):
+        total = row.flip(0).cumsum(0).flip(0)
+        out.append(total if include_current else total - row)
+    return torch.cat(out) if out else values.clone()
 
 
 # -- snapshots of the policy -----------------------------------------------------------------------------------------

@@ -13,6 +13,9 @@ advantage   ``_generate_and_score_completions``: TRL's GRPO advantages, gathered
 distill     ``_compute_loss``: TRL's loss plus the weighted loss terms, scaled for accumulation as TRL's is
 post-step   a callback: ``post_step``, ``train_begin``, ``train_end``; plugin state rides in checkpoints
 =========== ===================================================================================================
+
+The training rows go through the prompt pool (:mod:`stackrl.pool`): it keeps each row's statistics, and once a
+plugin steers it, it replaces the rows TRL's sampler chose at the start of ``_generate_and_score_completions``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from stackrl.context import (
 from stackrl.errors import ConfigError, PluginError, StackrlError
 from stackrl.manager import PluginManager
 from stackrl.policy import PolicyAccess
+from stackrl.pool import POOL_ROW, POOL_STATE_FILE, Pool, added_file
 from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
@@ -163,12 +167,15 @@ class StackTrainer(GRPOTrainer):
         self._sample_ctx: SampleContext | None = None
         self._policy_logps: torch.Tensor | None = None
         self.warnings: Counter[str] = Counter()  # "<plugin>/<name>" -> occurrences ctx.warn counted in this run
+        if hasattr(kwargs.get("train_dataset"), "add_column"):  # a map-style dataset: each row carries its pool id
+            kwargs["train_dataset"] = kwargs["train_dataset"].add_column(POOL_ROW, range(len(kwargs["train_dataset"])))
         super().__init__(
             reward_funcs=[self._component_reader(name) for name in components],
             rollout_func=self._plugin_rollout if plugins.has("generate_rollout") else None,
             **kwargs,
         )
         self._shared_policy = PolicyAccess(self, sharded=True)
+        self.pool = self._make_pool(self.train_dataset)
         self.add_callback(_HookCallback(self))
 
     # -- shared plumbing ------------------------------------------------------------------------------------------
@@ -227,6 +234,9 @@ class StackTrainer(GRPOTrainer):
     # -- sample ---------------------------------------------------------------------------------------------------
 
     def _generate_and_score_completions(self, inputs):
+        training = self._mode == "train" and self.pool is not None
+        if training and self.pool.steered:
+            inputs = self._pool_rows(len(inputs))
         self._pending_rows = inputs
         output = super()._generate_and_score_completions(inputs)
         n_local = output["prompt_ids"].size(0)
@@ -238,7 +248,46 @@ class StackTrainer(GRPOTrainer):
         excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
         if excluded:
             self._exclude_from_loss(output, local, excluded)
+        if training:
+            self._record_pool_batch(gather_object([row[POOL_ROW] for row in inputs]))
         return output
+
+    # -- the prompt pool ------------------------------------------------------------------------------------------
+
+    def _make_pool(self, dataset) -> Pool | None:
+        if dataset is None or POOL_ROW not in getattr(dataset, "column_names", ()):
+            return None
+        written = added_file(self.args.output_dir) if self.is_world_process_zero() else None
+        return Pool(dataset, seed=self.args.seed, answer_column=self._answer_column, added_file=written)
+
+    def _pool_rows(self, n_local: int) -> list[dict]:
+        """This process's rows of the next batch the pool draws: each problem ``num_generations`` times in a row."""
+        n_global = n_local * self.accelerator.num_processes
+        problems = self.pool.draw(n_global // self.num_generations, self.state.global_step)
+        rows = [row for row in problems for _ in range(self.num_generations)]
+        return [self.pool.row(row) for row in rows[self._local_slice(n_local)]]
+
+    def _record_pool_batch(self, rows: list[int]) -> None:
+        """Each group's pass rate (every built-in outcome reward at 1) and mean token-mean |advantage|."""
+        rollout = self._rollouts["train"]
+        size = rollout.group_size
+        outcome = [rollout.rewards[name] for name in self._outcome_rewards]
+        passed = scored = None
+        if outcome:
+            stacked = torch.stack(outcome, dim=1)
+            scored = ~stacked.isnan().any(dim=1)
+            passed = (stacked >= 1).all(dim=1) & scored
+        advantages = rollout.advantages.abs()
+        if advantages.dim() == 2:
+            mask = rollout.completion_mask().float()
+            advantages = (advantages * mask).sum(1) / mask.sum(1).clamp(min=1)
+        pass_rates, abs_advantages = [], []
+        for group in range(rollout.num_groups):
+            span = slice(group * size, (group + 1) * size)
+            n_scored = 0 if scored is None else int(scored[span].sum())
+            pass_rates.append(float(passed[span].sum()) / n_scored if n_scored else None)
+            abs_advantages.append(float(advantages[span].mean()))
+        self.pool.record(rows[::size], pass_rates, abs_advantages)
 
     def _exclude_from_loss(self, output: dict, local: slice, excluded: set[int]) -> None:
         """Zero the excluded rows this process holds in TRL's loss-only mask, and recount its token normaliser.
@@ -330,7 +379,7 @@ class StackTrainer(GRPOTrainer):
 
     def _columns(self, rows: list[dict]) -> dict[str, list]:
         """The dataset columns hooks see: all but the prompt and the hidden answers."""
-        keys = [k for k in (rows[0] if rows else {}) if k not in ("prompt", TRUTH_COLUMN)]
+        keys = [k for k in (rows[0] if rows else {}) if k not in ("prompt", TRUTH_COLUMN, POOL_ROW)]
         return {k: [row[k] for row in rows] for k in keys}
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -361,8 +410,9 @@ class StackTrainer(GRPOTrainer):
         solutions = [True] * len(rollout) if roles is None else [role in SOLUTION_ROLES for role in roles]
         for name, fn in self._outcome_rewards.items():
             answers = rollout.columns[self._answer_column]
+            # A row without an answer (one a plugin added to the pool label-free) is not the outcome reward's to score.
             values = [
-                fn(text, answer) if solution else float("nan")
+                fn(text, answer) if solution and answer is not None else float("nan")
                 for text, answer, solution in zip(rollout.completions, answers, solutions)
             ]
             rollout.rewards[name] = torch.tensor(values, dtype=torch.float32)
@@ -494,7 +544,8 @@ class StackTrainer(GRPOTrainer):
             self._count_warning(name, value)
             logged.setdefault(name, []).append(value)
 
-        ctx = self._context(StepContext, rollout=self._rollouts.get("train"), _log=log)
+        pool = self.pool if hook in ("train_begin", "post_step") else None
+        ctx = self._context(StepContext, rollout=self._rollouts.get("train"), _log=log, _pool=pool)
         self.plugins.each(hook, ctx=ctx)
         if hook == "train_end" and logged:
             # TRL has written its last log line by now: write these as one more.
@@ -549,6 +600,8 @@ class StackTrainer(GRPOTrainer):
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         for file_name, text in self._run_files.items():
             _write_atomic(os.path.join(folder, file_name), lambda f, t=text: f.write(t.encode()))
+        if self.pool is not None:
+            _write_atomic(os.path.join(folder, POOL_STATE_FILE), lambda f: torch.save(self.pool.state_dict(), f))
         # Last: its presence marks the checkpoint complete (see last_checkpoint).
         _write_atomic(os.path.join(folder, PLUGIN_STATE_FILE), lambda f: torch.save(states, f))
 
@@ -559,9 +612,14 @@ class StackTrainer(GRPOTrainer):
                 raise StackrlError(f"resume: no checkpoint found in {self.args.output_dir}")
         if resume_from_checkpoint:
             self._load_plugin_states(resume_from_checkpoint)
+        elif self.pool is not None:
+            self.pool.forget_added_rows_file()  # a fresh run in an old run folder lists only its own rows
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def _load_plugin_states(self, checkpoint: str) -> None:
+        pool_path = os.path.join(checkpoint, POOL_STATE_FILE)
+        if self.pool is not None and os.path.exists(pool_path):
+            self.pool.load_state_dict(torch.load(pool_path, weights_only=True))
         path = os.path.join(checkpoint, PLUGIN_STATE_FILE)
         states = torch.load(path, weights_only=True) if os.path.exists(path) else {}
         for name in self.plugins.implementers("load_state_dict"):

@@ -352,3 +352,59 @@ class NeedsValue(Plugin):
     @hookimpl
     def post_step(self, ctx):
         pass
+
+
+@dataclass
+class PoolSteerConfig:
+    category: str = ""  # from train_begin, draw only this category
+    add_at: int = -1  # after this step: add two rows of a new category (one label-free) and draw only them
+    retire_at: int = -1  # after this step: retire the rows of the last batch
+    switch_at: int = -1  # after this step: switch to a dataset of three new rows
+    bad_rows_at: int = -1  # after this step: add a row without a prompt
+
+
+ADDED_ROWS = [
+    {"prompt": "What is 2 + 2?\n", "answer": "4", "category": "added"},
+    {"prompt": "What is 3 + 3?\n", "category": "added"},  # label-free: no answer
+]
+STAGE_ROWS = [{"prompt": f"What is {n} + 1?\n", "answer": str(n + 1), "category": "stage 1"} for n in (5, 6, 7)]
+
+
+class PoolSteer(Plugin):
+    """Steers the prompt pool at chosen steps and remembers what every batch drew: a resume must draw the same."""
+
+    Config = PoolSteerConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.drawn = []  # per step: the pool ids of the batch's groups
+        self.categories = []  # per step: the batch's categories, one per group
+
+    @hookimpl
+    def train_begin(self, ctx):
+        if self.config.category and ctx.step == 0:  # on resume the pool already holds what came after
+            ctx.pool.set_category_weights({self.config.category: 1.0})
+
+    @hookimpl
+    def post_step(self, ctx):
+        size = ctx.rollout.group_size
+        self.drawn.append(ctx.pool.last_batch)
+        self.categories.append(ctx.rollout.columns["category"][::size])
+        if ctx.step == self.config.add_at:
+            ctx.pool.add_rows(ADDED_ROWS)
+            ctx.pool.set_category_weights({"added": 1.0})
+        if ctx.step == self.config.retire_at:
+            ctx.pool.retire(ctx.pool.last_batch)
+        if ctx.step == self.config.switch_at:
+            ctx.pool.switch_dataset(STAGE_ROWS)
+        if ctx.step == self.config.bad_rows_at:
+            ctx.pool.add_rows([{"question": "no prompt"}])
+
+    @hookimpl
+    def state_dict(self):
+        return {"drawn": [list(d) for d in self.drawn], "categories": [list(c) for c in self.categories]}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.drawn = [list(d) for d in state["drawn"]]
+        self.categories = [list(c) for c in state["categories"]]

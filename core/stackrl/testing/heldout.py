@@ -4,6 +4,7 @@
   GRPO's advantages, as the advantage stage would see them;
 - :func:`advantage_context`: the context a ``reshape_advantages`` hook gets for such a rollout;
 - :func:`written_rollout`: a rollout written by hand on two built-in problems, for rule tests;
+- :func:`completion_logits`: a model's raw logits over a completion, for tests that write a loss out by hand;
 - :func:`line_index`: the line of its completion each token falls on;
 - :func:`greedy_accuracy`, :func:`train_and_measure` and :func:`against_grpo`: held-out accuracy after a short
   run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`).
@@ -51,6 +52,14 @@ def written_rollout(tokenizer, problems: list[str], completions: list[str], adva
         rewards={"exact_match": torch.tensor([exact_match(c, a) for c, a in zip(completions, answers)])},
         advantages=advantages,
     )
+
+
+def completion_logits(model, context: list[int], completion: list[int]) -> torch.Tensor:
+    """The logits ``model`` predicts each token of ``completion`` from after ``context``, ``(len(completion), V)``,
+    float64: one plain forward, no host code in between."""
+    with torch.no_grad():
+        logits = model(torch.tensor([context + completion])).logits[0].double()
+    return logits[len(context) - 1 : len(context) + len(completion) - 1]
 
 
 def heldout_rollout(trainer, size: int, seed: int, group_size: int = 4, temperature: float = 1.0) -> Rollout:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import distributions_at_every_token, generalized_jsd
+from stackrl.teacher import generalized_jsd, student_and_teacher
 from stackrl.tokensignals import CollapseGate, SignalContext, TokenSignals
 from stackrl_antisd.config import AntisdConfig, check
 
@@ -60,9 +60,9 @@ class Antisd(Plugin):
     def loss_term(self, ctx):
         if not self.gate.is_open:
             return None
-        student, teacher = distributions_at_every_token(
-            ctx, self.config.teacher_template, model=self.config.teacher, temperature=self.temperature(ctx),
-            grad=ctx.training, where=f"{self.name}.teacher_template",
+        student, teacher = student_and_teacher(
+            ctx, ctx.rollout, self.config.teacher_template, teacher=self.config.teacher,
+            temperature=self.temperature(ctx), grad=ctx.training, where=f"{self.name}.teacher_template",
         )
         return ascent_term(student, teacher, self.config.beta)
 

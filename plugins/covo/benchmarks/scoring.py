@@ -5,7 +5,12 @@
 Samples a batch with stackrl/arith-tiny (mid-difficulty problems, temperature 1, up to 64 new tokens), then
 computes the reward on that same batch with ``scoring: per_probe`` (what the authors' scoring pass does: one
 prefix per probe) and ``scoring: shared_prefix`` (``ctx.score_probes``), checks they agree, and prints the times.
-The last line is ``covo_speedup: X`` (per-probe time / shared-prefix time, best of ``--repeats``).
+
+The least this scoring can cost is one no-grad forward over every prompt, trajectory and probe token of the batch,
+each distinct prefix once (probes that share a prefix, such as the answer template, read it once). The benchmark
+times that forward on exactly those tokens packed end to end, as many rows as there are trajectories and no
+padding, and prints ``covo_limit_ratio: X`` (shared-prefix reward time / that forward) and, last,
+``covo_speedup: X`` (per-probe time / shared-prefix time). Every time is the best of ``--repeats``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import covo_reward, recipe, sampled_rollout  # noqa: E402
 
+from stackrl.probes import _build  # noqa: E402  (the prefix tree score_probes lays out)
 from stackrl.run import build_trainer  # noqa: E402
 from stackrl.tasks.arithmetic import CATEGORIES, make_dataset  # noqa: E402
 
@@ -34,13 +40,40 @@ def best_time(trainer, rollout, repeats: int, **settings) -> tuple[float, torch.
     return min(times), rewards, logs
 
 
-def main() -> None:
+def probed_tokens(trainer, rollout, **settings) -> list[list[int]]:
+    """Per trajectory CoVo probes: its prompt, its tokens and its probes' tokens, each distinct prefix once."""
+    policy, calls = trainer._shared_policy, []
+    score_probes = policy.score_probes
+    policy.score_probes = lambda *args, **options: calls.append(args) or score_probes(*args, **options)
+    try:
+        covo_reward(trainer, rollout, **settings)
+    finally:
+        del policy.score_probes
+    (contexts, trajectories, probes), = calls
+    return [_build(*item)[0].tokens for item in zip(policy._token_ids(contexts), trajectories, probes)]
+
+
+def packed_forward_time(trainer, streams: list[list[int]], repeats: int) -> tuple[float, int]:
+    """The time of one no-grad forward over all of ``streams`` packed into ``len(streams)`` equal rows."""
+    flat = torch.tensor([token for stream in streams for token in stream])
+    width = -(-len(flat) // len(streams))
+    ids = torch.nn.functional.pad(flat, (0, width * len(streams) - len(flat))).view(len(streams), width)
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            trainer.model(input_ids=ids)
+            times.append(time.perf_counter() - start)
+    return min(times), len(flat)
+
+
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16, help="rows per forward in both paths")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     trainer = build_trainer(recipe(Path(tempfile.mkdtemp())))
     questions = make_dataset(split="train", size=args.prompts, seed=11, categories=CATEGORIES[1:4])["question"]
@@ -49,11 +82,15 @@ def main() -> None:
     naive, naive_rewards, logs = best_time(trainer, rollout, args.repeats, scoring="per_probe", **settings)
     shared, shared_rewards, _ = best_time(trainer, rollout, args.repeats, scoring="shared_prefix", **settings)
     assert torch.allclose(naive_rewards, shared_rewards, atol=1e-5), "the two scoring paths disagree"
+    limit, tokens = packed_forward_time(trainer, probed_tokens(trainer, rollout, scoring="shared_prefix", **settings),
+                                        args.repeats)
     lengths = [len(ids) for ids in rollout.completion_ids]
     print(f"batch: {args.prompts} prompts x {args.samples} samples, completions {min(lengths)}-{max(lengths)} tokens")
     print(f"distinct answers per group: {logs['covo/distinct_answers']:.2f}")
     print(f"per-probe scoring:     {naive:.2f} s")
     print(f"shared-prefix scoring: {shared:.2f} s")
+    print(f"one packed forward over the {tokens} distinct prompt, trajectory and probe tokens: {limit:.2f} s")
+    print(f"covo_limit_ratio: {shared / limit:.2f}")
     print(f"covo_speedup: {naive / shared:.2f}")
 
 

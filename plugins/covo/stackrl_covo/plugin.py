@@ -16,7 +16,7 @@ from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.answers import Extractor, groups_of, make_extractor
 from stackrl_covo.config import Aggregation, CoVoConfig, Curiosity, RewardMode, Scoring
 from stackrl_covo.formulas import curiosity_bonus, group_rewards, ril, riv
-from stackrl_covo.probing import plan_probes, probe_logprobs, read_plan
+from stackrl_covo.probing import ProbeTexts, plan_probes, probe_logprobs, read_plan
 from stackrl_covo.steps import split_steps
 
 
@@ -111,12 +111,13 @@ class CoVo(Plugin):
         config = self.config
         curiosity = config.curiosity is not Curiosity.off
         filler = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        plans = {}
+        plans, probe_texts = {}, ProbeTexts(tokenizer)
         for row, text in enumerate(texts):
             compared = distinct[row] if len(distinct[row]) >= 2 else []  # one answer: nothing to compare with
             if index[row] is not None and (compared or curiosity):
                 plans[row] = plan_probes(
                     tokenizer,
+                    probe_texts,
                     rollout.completion_ids[row],
                     text,
                     split_steps(text, config.max_steps),

@@ -56,8 +56,22 @@ class TokenPrefixes:
         return low
 
 
+class ProbeTexts:
+    """Token ids of probe texts, each distinct text tokenized once: a group's trajectories probe the same answers."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer, self._ids = tokenizer, {}
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        new = [text for text in dict.fromkeys(texts) if text not in self._ids]
+        if new:
+            self._ids.update(zip(new, self._tokenizer(new, add_special_tokens=False)["input_ids"]))
+        return [self._ids[text] for text in texts]
+
+
 def plan_probes(
     tokenizer,
+    probe_texts: ProbeTexts,
     completion_ids: list[int],
     text: str,
     steps: list[tuple[int, int]],
@@ -71,16 +85,19 @@ def plan_probes(
     """The probes of one trajectory whose ``text`` has ``steps`` (character spans), for the group's ``answers``.
 
     ``answers`` may be empty (no answer probes: a group with one distinct answer); ``filler`` is the token
-    appended after probes that end the trajectory, for the greedy next-token log-prob.
+    appended after probes that end the trajectory, for the greedy next-token log-prob. ``probe_texts`` tokenizes
+    the answer probes.
     """
     prefixes = TokenPrefixes(tokenizer, completion_ids)
     plan = Plan(steps=len(steps), answers=len(answers))
     boundaries = [prefixes.count(end) for _, end in steps]
+    branches, texts = [], []
     for (_, end), branch in zip(steps, boundaries):
         rest = text[prefixes.text_length(branch) : end]
-        for answer in answers:
-            ids = tokenizer(rest + template.format(answer=answer), add_special_tokens=False)["input_ids"]
-            plan.probes.append((branch, ids + [filler] if greedy else ids))
+        branches += [branch] * len(answers)
+        texts += [rest + template.format(answer=answer) for answer in answers]
+    encoded = probe_texts.encode(texts)
+    plan.probes += [(branch, ids + [filler] if greedy else ids) for branch, ids in zip(branches, encoded)]
     if curiosity:
         for start, end in zip([0, *boundaries], boundaries):
             if end > start:
@@ -107,10 +124,9 @@ def probe_logprobs(scores, greedy: bool) -> list[torch.Tensor]:
 
     float64 from here on, as the authors' distances (Python floats) are.
     """
-    rows = []
-    for row, length in enumerate(scores.mask.sum(dim=1).tolist()):
-        logprobs = scores.logprobs[row, :length].double().cpu()
-        if greedy:
-            logprobs = torch.cat([logprobs[:-1], scores.topk_logprobs[row, length - 1, :1].double().cpu()])
-        rows.append(logprobs)
-    return rows
+    lengths = scores.mask.sum(dim=1).cpu()
+    logprobs = scores.logprobs.double().cpu()
+    if greedy:
+        rows, last = torch.arange(len(lengths)), lengths - 1
+        logprobs[rows, last] = scores.topk_logprobs[rows, last, 0].double().cpu()
+    return [row[:length] for row, length in zip(logprobs, lengths.tolist())]

@@ -1,6 +1,7 @@
 """The CoVo plugin in runs: conformance, the label-free recipe, both scoring paths, its mechanism on arith-tiny."""
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -114,3 +115,14 @@ def test_bad_settings_are_named(tmp_path, covo, settings, message):
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(covo.recipe(tmp_path, *[f"{key}={value}" for key, value in settings.items()]))
+
+
+def test_scoring_benchmark_prints_its_speedup_and_its_distance_to_the_limit(capsys):
+    """The short mode of benchmarks/scoring.py: both scoring paths agree and the README's figures are printed."""
+    from stackrl.testing.repository import load_script
+
+    benchmark = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "scoring.py")
+    benchmark.main(["--prompts", "2", "--samples", "4", "--repeats", "1"])
+    output = capsys.readouterr().out
+    assert re.search(r"^covo_limit_ratio: [\d.]+$", output, re.MULTILINE), output
+    assert re.search(r"^covo_speedup: [\d.]+$", output, re.MULTILINE), output

@@ -20,7 +20,7 @@ import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.teacher import distributions_at_every_token, generalized_jsd
+from stackrl.teacher import generalized_jsd, student_and_teacher
 from stackrl.testing.heldout import greedy_accuracy, heldout_rollout
 from stackrl.tokensignals import entropy_and_topk_mass
 
@@ -35,9 +35,8 @@ def measure(trainer, rollout, seed: int, forks=None) -> dict:
     plugin = trainer.plugins.plugins["dasd"]
     policy = trainer._shared_policy
     with torch.no_grad():
-        student, teacher = distributions_at_every_token(
-            policy, plugin.config.teacher_template, rollout=rollout, temperature=policy.sampling_temperature,
-            grad=False,
+        student, teacher = student_and_teacher(
+            policy, rollout, plugin.config.teacher_template, teacher="policy", temperature=None, grad=False
         )
         entropy, _ = entropy_and_topk_mass(student, 1)
         jsd = generalized_jsd(student, teacher, 0.5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import distributions_at_every_token, generalized_jsd
+from stackrl.teacher import generalized_jsd, student_and_teacher
 from stackrl.tokensignals import entropy_and_topk_mass
 from stackrl_dasd.config import DasdConfig, check
 
@@ -42,10 +42,9 @@ class Dasd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        temperature = ctx.sampling_temperature if self.config.temperature is None else self.config.temperature
-        student, teacher = distributions_at_every_token(
-            ctx, self.config.teacher_template, model=self.config.teacher, temperature=temperature,
-            grad=ctx.training, where=f"{self.name}.teacher_template",
+        student, teacher = student_and_teacher(
+            ctx, ctx.rollout, self.config.teacher_template, teacher=self.config.teacher,
+            temperature=self.config.temperature, grad=ctx.training, where=f"{self.name}.teacher_template",
         )
         # The route is a decision, not something to train: the entropy carries no gradient. Computed a chunk of
         # positions at a time from the rows already held, so it adds chunk x V, not another P x V.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import generalized_jsd, restrict_to_teacher_topk, score_student, score_teacher
+from stackrl.teacher import generalized_jsd, student_and_teacher
 from stackrl_opsd.config import OpsdConfig, check
 
 
@@ -15,18 +15,10 @@ def distillation_divergence(scorer, rollout: Rollout, config: OpsdConfig, *, tea
     ``scorer`` is anything with ``score`` and ``sampling_temperature`` (a hook's ``ctx``); ``teacher`` the model
     name to score it with. The student's distribution keeps its gradient when ``grad``.
     """
-    everywhere = [range(len(ids)) for ids in rollout.completion_ids]
-    temperature = scorer.sampling_temperature if config.temperature is None else config.temperature
-    common = dict(positions=everywhere, temperature=temperature, rollout=rollout)
-    top_k = config.top_k
-    teacher_scores = score_teacher(
-        scorer, config.teacher_template, model=teacher, where="opsd.teacher_template",
-        full_vocab=top_k is None, topk=top_k, **common,
+    student, teacher_logps = student_and_teacher(
+        scorer, rollout, config.teacher_template, teacher=teacher, temperature=config.temperature, grad=grad,
+        top_k=config.top_k, where="opsd.teacher_template",
     )
-    student = score_student(scorer, grad=grad, full_vocab=True, **common).vocab_logprobs
-    if top_k is None:
-        return generalized_jsd(student, teacher_scores.vocab_logprobs, config.beta)
-    student, teacher_logps = restrict_to_teacher_topk(student, teacher_scores.topk_logprobs, teacher_scores.topk_ids)
     return generalized_jsd(student, teacher_logps, config.beta)
 
 

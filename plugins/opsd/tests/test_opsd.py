@@ -15,6 +15,7 @@ from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.teacher import teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
+from stackrl.testing.heldout import completion_logits
 from stackrl.testing.repository import load_script
 from stackrl_opsd import Opsd, OpsdConfig, distillation_divergence
 
@@ -59,7 +60,7 @@ def direct_jsd(trainer, rollout, beta: float, temperature: float, top_k: int | N
     teacher_ids = trainer._tokenize_prompts(teacher_prompts(rollout.prompts, rollout.columns, REFERENCE_TEMPLATE))[0]
     values = []
     for student_ids, teacher_context, completion in zip(rollout.prompt_ids, teacher_ids, rollout.completion_ids):
-        student, teacher = (_completion_logits(trainer.model, ids, completion) / temperature
+        student, teacher = (completion_logits(trainer.model, ids, completion) / temperature
                             for ids in (student_ids, list(teacher_context)))
         if top_k is not None:
             keep = teacher.topk(top_k, dim=-1).indices
@@ -68,13 +69,6 @@ def direct_jsd(trainer, rollout, beta: float, temperature: float, top_k: int | N
         m = beta * q + (1 - beta) * p
         values.append(beta * (q * (q / m).log()).sum(-1) + (1 - beta) * (p * (p / m).log()).sum(-1))
     return torch.cat(values)
-
-
-def _completion_logits(model, context: list[int], completion: list[int]) -> torch.Tensor:
-    """The logits the model predicts each completion token from, float64."""
-    with torch.no_grad():
-        logits = model(torch.tensor([context + completion])).logits[0].double()
-    return logits[len(context) - 1 : len(context) + len(completion) - 1]
 
 
 @pytest.mark.parametrize("beta", [0.1, 0.5, 0.9])

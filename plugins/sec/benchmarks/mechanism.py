@@ -1,0 +1,106 @@
+"""SEC's mechanism on the built-in task: the curriculum drifts to the categories of intermediate difficulty.
+
+Trains the CPU recipe (configs/recipes/sec-cpu.yaml: arith-tiny on all six categories, SEC at alpha 0.5 and
+tau 0.4) and the same run without the plugin (uniform sampling: TRL's sampler), for the same steps and seeds, and
+prints for each run:
+
+- per category, easiest first: the untrained model's held-out pass@1, SEC's draw probability after the last
+  step (``sec/prob/<category>``) and the share of problems each run drew from it (from the prompt pool's counts);
+- hardest: held-out pass@1 after training on the hardest category (its test split, 4 samples a problem at
+  temperature 1, seeded), and pass@1 on all categories.
+
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/sec/benchmarks/mechanism.py --seeds 0 1 2 --steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sec-cpu.yaml"
+METHODS = ("uniform", "sec")
+HARDEST = "4 steps, 2-digit"
+
+
+def load(method: str, seed: int, steps: int, folder: Path, overrides=()):
+    """The recipe as ``method`` runs it: with the plugin (sec) or without (uniform), at this seed and length."""
+    from stackrl.config import load_config
+
+    tree = yaml.safe_load(RECIPE.read_text())
+    if method == "uniform":
+        tree["plugins"] = []
+        del tree["sec"]
+    tree["output_dir"] = str(folder / f"{method}-{seed}")
+    path = folder / f"{method}-{seed}.yaml"
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return load_config([path], [f"trainer.seed={seed}", f"trainer.max_steps={steps}", *overrides])
+
+
+def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
+    """Train one run and measure it: ``drawn`` (share of problems per category), ``prob`` (SEC's last draw
+    probabilities; none for uniform), ``hardest`` and ``all`` (held-out pass@1 after training)."""
+    from stackrl.evaluation import evaluate
+    from stackrl.testing.fixtures import train_steps
+
+    config = load(method, seed, steps, folder, overrides)
+    trainer = train_steps(config)
+    pool = trainer.pool
+    drawn = {}
+    for row in range(len(pool)):
+        stats = pool.stats(row)
+        drawn[stats.category] = drawn.get(stats.category, 0) + stats.times_drawn
+    total = sum(drawn.values())
+    logged = [log for log in trainer.state.log_history if any(k.startswith("sec/prob/") for k in log)]
+    prob = {k[len("sec/prob/") :]: v for k, v in logged[-1].items() if k.startswith("sec/prob/")} if logged else {}
+    length = trainer.args.max_completion_length
+    hardest = load(method, seed, steps, folder, [*overrides, f'data.options.categories=["{HARDEST}"]'])
+    return {
+        "drawn": {category: count / total for category, count in drawn.items()},
+        "prob": prob,
+        "hardest": evaluate(trainer.model, trainer.processing_class, hardest, length)["pass@1"],
+        "all": evaluate(trainer.model, trainer.processing_class, config, length)["pass@1"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--eval-size", type=int, default=200)
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
+    args = parser.parse_args()
+    from stackrl.run import evaluate_checkpoint
+
+    torch.set_num_threads(1)
+    overrides = [f"eval.size={args.eval_size}", *args.overrides]
+    results = {method: [] for method in METHODS}
+    with tempfile.TemporaryDirectory() as tmp:
+        untrained = evaluate_checkpoint(load("uniform", 0, 0, Path(tmp), overrides))["by_category"]
+        for seed in args.seeds:
+            for method in METHODS:
+                figures = run(method, seed, args.steps, Path(tmp), overrides)
+                results[method].append(figures)
+                print(f"seed {seed} {method:>7}: hardest {figures['hardest']:.3f}  all {figures['all']:.3f}", flush=True)
+    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
+    print(f"{'category':<18} {'pass@1 before':>13} {'SEC prob':>9} {'SEC drawn':>10} {'uniform drawn':>14}")
+
+    def mean(method, key, category):
+        return sum(r[key].get(category, 0.0) for r in results[method]) / len(results[method])
+
+    for category in untrained:
+        print(
+            f"{category:<18} {untrained[category]:>13.3f} {mean('sec', 'prob', category):>9.3f} "
+            f"{mean('sec', 'drawn', category):>10.3f} {mean('uniform', 'drawn', category):>14.3f}"
+        )
+    for method in METHODS:
+        hardest = sum(r["hardest"] for r in results[method]) / len(results[method])
+        overall = sum(r["all"] for r in results[method]) / len(results[method])
+        print(f"{method:>7}: held-out pass@1 on {HARDEST} {hardest:.3f}, on all categories {overall:.3f}")
+
+
+if __name__ == "__main__":
+    main()
