@@ -193,7 +193,7 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
     "solve" (question -> solution), "judge" and "repair" (:mod:`stackrl.tasks.roles`; half of the attempts
     shown have one slip), and "read" (a reference solution, spoiled, before the question, as in phase 2)."""
     from stackrl.tasks.arithmetic import reference_prompt
-    from stackrl.tasks.roles import judge_prompt, judge_reply, retry_prompt, slip
+    from stackrl.tasks.roles import _SLIPS, compare_line, judge_prompt, judge_reply, retry_prompt, slip
 
     roles, weights = list(mix), list(mix.values())
     while True:
@@ -208,6 +208,12 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
                 batch.append(_example(tokenizer, judge_prompt(question, attempt), judge_reply(attempt)))
             elif role == "repair":
                 batch.append(_example(tokenizer, retry_prompt(question, attempt), solution))
+            elif role == "compare":
+                expected = rng.randrange(10 ** rng.randint(1, 3))
+                written = max(0, expected + rng.choice(_SLIPS)) if rng.random() < 0.5 else expected
+                line = compare_line(expected, written)
+                cut = line.rindex(" ") + 1
+                batch.append(_example(tokenizer, line[:cut], line[cut:]))
             else:
                 shown = _spoiled(solution, rng)
                 batch.append(_example(tokenizer, reference_prompt(shown, question), shown))
