@@ -150,10 +150,11 @@ def _fmt(result: dict[str, float]) -> str:
     return "  ".join(f"{k}: {v:.2f}" for k, v in result.items())
 
 
-def _example(tokenizer, prompt: str, solution: str) -> tuple[list[int], list[int]]:
-    """(prompt ids, solution ids + eos), prompt and solution tokenized apart as a trainer sees them."""
+def _example(tokenizer, prompt: str, solution: str, eos: bool = True) -> tuple[list[int], list[int]]:
+    """(prompt ids, solution ids + eos), prompt and solution tokenized apart as a trainer sees them; without eos
+    for a target that ends inside a reply."""
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    return encode(prompt), encode(solution) + [tokenizer.eos_token_id]
+    return encode(prompt), encode(solution) + [tokenizer.eos_token_id] * eos
 
 
 def _solving_batches(tokenizer, train, rng: random.Random, batch_size: int):
@@ -208,6 +209,9 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
                 batch.append(_example(tokenizer, judge_prompt(question, attempt), judge_reply(attempt)))
             elif role == "repair":
                 batch.append(_example(tokenizer, retry_prompt(question, attempt), solution))
+            elif role == "mark":
+                head, mark = _mark_cut(attempt, rng)
+                batch.append(_example(tokenizer, judge_prompt(question, attempt) + head, mark, eos=False))
             elif role == "compare":
                 expected = rng.randrange(10 ** rng.randint(1, 3))
                 written = max(0, expected + rng.choice(_SLIPS)) if rng.random() < 0.5 else expected
@@ -218,6 +222,17 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
                 shown = _spoiled(solution, rng)
                 batch.append(_example(tokenizer, reference_prompt(shown, question), shown))
         yield batch
+
+
+def _mark_cut(attempt: str, rng: random.Random) -> tuple[str, str]:
+    """The judge reply to ``attempt`` cut before one of its marks, and that mark: the "no" that ends the check of a
+    wrong attempt, or any mark of a right one (so both marks are equally common)."""
+    from stackrl.tasks.roles import DIFFERENT, judge_reply
+
+    lines = judge_reply(attempt).split("\n")[:-1]  # the check lines, without the verdict
+    at = len(lines) - 1 if lines[-1].endswith(" " + DIFFERENT) else rng.randrange(len(lines))
+    before, mark = lines[at].rsplit(" ", 1)
+    return "\n".join(lines[:at] + [before + " "]), mark
 
 
 def _spoiled(solution: str, rng: random.Random) -> str:
@@ -287,10 +302,14 @@ def _warmup_cosine(steps: int, warmup: int):
     return lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
 
 
-def _fit(model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, snapshot=None, eval_every=0) -> float:
+def _fit(
+    model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, snapshot=None, eval_every=0, per_example=False
+) -> float:
     """``steps`` of AdamW on ``batches`` with the loss on the solution and eos only; returns the seconds it took.
 
-    ``schedule(step)`` scales ``lr``; the gradient norm is clipped at 1.
+    ``schedule(step)`` scales ``lr``; the gradient norm is clipped at 1. The loss is the mean over the batch's
+    target tokens, or with ``per_example`` the mean over examples of each one's mean: then a one-word target (a
+    mark) weighs as much as a whole judge reply instead of a hundredth of it.
     """
     import torch
 
@@ -310,7 +329,14 @@ def _fit(model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, 
             ids[row, : len(seq)] = torch.tensor(seq)
             labels[row, len(p) : len(seq)] = torch.tensor(c)
             mask[row, : len(seq)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if per_example:
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+            targets = labels[:, 1:]
+            token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+            counted = targets != -100
+            loss = ((token_loss * counted).sum(1) / counted.sum(1)).mean()
+        else:
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -427,7 +453,7 @@ def pretrain(
         schedule = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
         train_s += _fit(
             model, tokenizer, batches, steps=skills_steps, lr=skills_lr, schedule=schedule,
-            snapshot=snapshots("skills"), **common,
+            snapshot=snapshots("skills"), per_example=True, **common,
         )
 
     greedy = evaluate(model, tokenizer, test)
