@@ -36,16 +36,26 @@ Given the reference solution before the question, its greedy accuracy is 1.00 (0
 Easy categories are mostly solved and hard ones mostly not (carries in 2-digit sums and 3-digit times 1-digit
 products), which leaves room for RL.
 
-Phase 3, roles (``--skills-steps``; not part of arith-tiny): starting from arith-tiny (``--init``,
-``--reading-steps 0``), each example teaches one role drawn with the weights of ``--skills-mix``: solving,
-reading a spoiled reference (so neither earlier skill fades), judging an attempt and retrying after one
-(:mod:`stackrl.tasks.roles`), half of the attempts shown with one slip. The rate is constant after warmup, so the
-snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
+Phase 3, roles (``--compare-steps``, ``--skills-steps``; not part of arith-tiny, see
+core/stackrl/assets/arith-skills/README.md for the model it makes): starting from arith-tiny (``--init``,
+``--reading-steps 0``), first the marks of check lines alone ("7 | 8 " -> "no", :func:`stackrl.tasks.roles.compare_line`),
+then a mix where each example teaches one role drawn with the weights of ``--skills-mix``: solving, reading a
+spoiled reference (so neither earlier skill fades), judging an attempt, retrying after one
+(:mod:`stackrl.tasks.roles`; attempts shown with one slip, half the time for a judge, three times in four for a
+retry), a judge reply cut before one of its marks with the mark as target, and the compare drill again. The loss
+is a mean over examples, so a one-word target weighs as much as a reply. The rate is constant after warmup, so
+the snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
 checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of the recipe (:func:`recipe_hash`),
-the hash of the starting weights, and the final figures (or, for a snapshot, its phase and step). With the default
-mix, a few hundred steps teach each role's format and the retry fixes a few wrong attempts, but after 450 steps
-the judge still copies the attempt's results into its check instead of working them out, so its verdict is
-nearly always "correct".
+the hash of the starting weights, and the final figures (or, for a snapshot, its phase and step).
+
+What each of these choices was for (teacher-forced P("no") at a check line's mark, on held-out lines):
+
+- Judge replies alone, the loss a mean over tokens: the mark is a few tokens of a hundred and "no" ends only the
+  check of a wrong attempt, so the mark kept to its prior (balanced accuracy 0.50-0.53 up to step 550).
+- The compare drill alone learns the comparison (0.97 balanced by step 300); mixed into the roles from the start,
+  even with a mean over examples and the cut replies, the marks kept to their prior for 300 steps.
+- Drill first, then the mix: the marks in replies reach 0.94 by step 200 of the mix. What limits the judge after
+  that is the worked-out value: next to a slipped line it often copies the slipped value.
 """
 
 from __future__ import annotations
