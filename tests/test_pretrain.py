@@ -14,7 +14,10 @@ def test_a_snapshot_of_the_roles_phase_is_the_run_that_stops_there(tmp_path):
 
     from stackrl.tasks.pretrain import pretrain
 
-    quick = dict(init=arith_tiny_path(), reading_steps=0, batch_size=4, train_size=50, eval_per_category=1, threads=1)
+    quick = dict(
+        init=arith_tiny_path(), reading_steps=0, compare_steps=1, batch_size=4, train_size=50, eval_per_category=1,
+        threads=1,
+    )
     pretrain(tmp_path / "long", skills_steps=3, save_every=2, **quick)
     pretrain(tmp_path / "short", skills_steps=2, **quick)
     snapshot, short = tmp_path / "long-skills2", tmp_path / "short"
@@ -28,3 +31,20 @@ def test_a_snapshot_of_the_roles_phase_is_the_run_that_stops_there(tmp_path):
     assert any((weights[k] != v).any() for k, v in initial.items())
     assert record["recipe_sha256"] == recipe_hash()
     assert record["init_sha256"] == file_hash(arith_tiny_path() / "model.safetensors")
+
+
+def test_a_mark_example_ends_where_the_judge_reply_decides():
+    """The "mark" role's examples: the decisive "no" of a wrong attempt, a "yes" of a right one."""
+    import random
+
+    from stackrl.tasks.pretrain import _mark_cut
+    from stackrl.tasks.roles import judge_reply
+
+    rng = random.Random(0)
+    assert _mark_cut("3 + 4 = 8\n8 * 2 = 16\nThe answer is 16.", rng) == ("3 + 4 = 7 | 8 ", "no")
+    wrong_answer = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 15."
+    assert _mark_cut(wrong_answer, rng) == ("3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 14 yes\n14 | 15 ", "no")
+    right = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14."
+    for _ in range(5):
+        head, mark = _mark_cut(right, rng)
+        assert mark == "yes" and judge_reply(right).startswith(head + mark)

@@ -31,10 +31,11 @@ def test_prompts_are_the_documented_strings():
 
 
 def test_judge_reply_stops_at_the_first_wrong_line():
-    assert judge_reply(SOLUTION) == "3 + 4 = 7 : 7\n7 * 2 = 14 : 14\nThe answer is 14. : 14\nVerdict: correct"
-    assert judge_reply("3 + 4 = 8\n8 * 2 = 16\nThe answer is 16.") == "3 + 4 = 8 : 7\nVerdict: wrong"
+    assert judge_reply(SOLUTION) == "3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 14 yes\n14 | 14 yes\nVerdict: correct"
+    assert judge_reply("3 + 4 = 8\n8 * 2 = 16\nThe answer is 16.") == "3 + 4 = 7 | 8 no\nVerdict: wrong"
     wrong_answer = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 15."
-    assert judge_reply(wrong_answer) == "3 + 4 = 7 : 7\n7 * 2 = 14 : 14\nThe answer is 15. : 14\nVerdict: wrong"
+    assert judge_reply(wrong_answer) == "3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 14 yes\n14 | 15 no\nVerdict: wrong"
+    assert (tasks.SAME, tasks.DIFFERENT) == ("yes", "no") and tasks.compare_line(12, 12) == "12 | 12 yes"
 
 
 @pytest.mark.parametrize(

@@ -13,12 +13,15 @@ from pathlib import Path
 from . import arithmetic, roles
 from .roles import (
     CORRECT,
+    DIFFERENT,
     JUDGE_MARKER,
     JUDGE_TEMPLATE,
     RETRY_INSTRUCTION,
     RETRY_TEMPLATE,
+    SAME,
     VERDICT_PREFIX,
     WRONG,
+    compare_line,
     judge_prompt,
     parse_verdict,
     retry_prompt,
@@ -28,29 +31,43 @@ from .roles import (
 _ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 
-def arith_tiny_path() -> Path:
-    """The folder of the shipped ``stackrl/arith-tiny`` checkpoint (made by ``python -m stackrl.tasks.pretrain``)."""
-    path = _ASSETS / "arith-tiny"
+def _shipped(name: str) -> Path:
+    path = _ASSETS / name
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} holds no checkpoint; remake it with `python -m stackrl.tasks.pretrain`")
     return path
 
 
+def arith_tiny_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-tiny`` checkpoint (made by ``python -m stackrl.tasks.pretrain``)."""
+    return _shipped("arith-tiny")
+
+
+def arith_skills_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-skills`` checkpoint: arith-tiny taught to judge and retry as well
+    (its README.md says how it was made and what it can do)."""
+    return _shipped("arith-skills")
+
+
 TASKS = {"arithmetic": arithmetic.make_dataset}
-BUILTIN_MODELS = {"stackrl/arith-tiny": arith_tiny_path}
+BUILTIN_MODELS = {"stackrl/arith-tiny": arith_tiny_path, "stackrl/arith-skills": arith_skills_path}
 
 __all__ = [
     "BUILTIN_MODELS",
     "CORRECT",
+    "DIFFERENT",
     "JUDGE_MARKER",
     "JUDGE_TEMPLATE",
     "RETRY_INSTRUCTION",
     "RETRY_TEMPLATE",
+    "SAME",
     "TASKS",
     "VERDICT_PREFIX",
     "WRONG",
+    "arith_skills_path",
     "arith_tiny_path",
     "arithmetic",
+    "compare_line",
     "judge_prompt",
     "parse_verdict",
     "retry_prompt",

@@ -36,16 +36,29 @@ Given the reference solution before the question, its greedy accuracy is 1.00 (0
 Easy categories are mostly solved and hard ones mostly not (carries in 2-digit sums and 3-digit times 1-digit
 products), which leaves room for RL.
 
-Phase 3, roles (``--skills-steps``; not part of arith-tiny): starting from arith-tiny (``--init``,
-``--reading-steps 0``), each example teaches one role drawn with the weights of ``--skills-mix``: solving,
-reading a spoiled reference (so neither earlier skill fades), judging an attempt and retrying after one
-(:mod:`stackrl.tasks.roles`), half of the attempts shown with one slip. The rate is constant after warmup, so the
-snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
+Phase 3, roles (``--compare-steps``, ``--skills-steps``; not part of arith-tiny, see
+core/stackrl/assets/arith-skills/README.md for the model it makes): starting from arith-tiny (``--init``,
+``--reading-steps 0``), first the marks of check lines ("7 | 8 " -> "no", :func:`stackrl.tasks.roles.compare_line`)
+among solving examples, then a mix where each example teaches one role drawn with the weights of ``--skills-mix``: solving, reading a
+spoiled reference (so neither earlier skill fades), judging an attempt, retrying after one
+(:mod:`stackrl.tasks.roles`; attempts shown with one slip, half the time for a judge, three times in four for a
+retry), a judge reply cut before one of its marks with the mark as target, and the compare drill again. The loss
+is a mean over examples, so a one-word target weighs as much as a reply. The rate is constant after warmup, so
+the snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
 checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of the recipe (:func:`recipe_hash`),
-the hash of the starting weights, and the final figures (or, for a snapshot, its phase and step). With the default
-mix, a few hundred steps teach each role's format and the retry fixes a few wrong attempts, but after 450 steps
-the judge still copies the attempt's results into its check instead of working them out, so its verdict is
-nearly always "correct".
+the hash of the starting weights, and the final figures (or, for a snapshot, its phase and step).
+
+What each of these choices was for (teacher-forced P("no") at a check line's mark, on held-out lines):
+
+- Judge replies alone, the loss a mean over tokens: the mark is a few tokens of a hundred and "no" ends only the
+  check of a wrong attempt, so the mark kept to its prior (balanced accuracy 0.50-0.53 up to step 550).
+- The compare drill alone learns the comparison (0.97 balanced by step 300); mixed into the roles from the start,
+  even with a mean over examples and the cut replies, the marks kept to their prior for 300 steps.
+- Drill alone first, then the mix: the marks in replies reach 0.94 by step 200 of the mix, and the judge's balanced
+  accuracy (generated, 90 problems) 0.44, 0.56, 0.68 at steps 200, 300, 400; what limits it is the worked-out
+  value, which next to a slipped line is often the slipped value copied. But the drill alone wiped out solving
+  (greedy pass@1 0.47 -> 0.00 after 200 steps; 0.11 after 300 steps of the mix), hence the solving examples in the
+  compare phase.
 """
 
 from __future__ import annotations
@@ -150,10 +163,11 @@ def _fmt(result: dict[str, float]) -> str:
     return "  ".join(f"{k}: {v:.2f}" for k, v in result.items())
 
 
-def _example(tokenizer, prompt: str, solution: str) -> tuple[list[int], list[int]]:
-    """(prompt ids, solution ids + eos), prompt and solution tokenized apart as a trainer sees them."""
+def _example(tokenizer, prompt: str, solution: str, eos: bool = True) -> tuple[list[int], list[int]]:
+    """(prompt ids, solution ids + eos), prompt and solution tokenized apart as a trainer sees them; without eos
+    for a target that ends inside a reply."""
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    return encode(prompt), encode(solution) + [tokenizer.eos_token_id]
+    return encode(prompt), encode(solution) + [tokenizer.eos_token_id] * eos
 
 
 def _solving_batches(tokenizer, train, rng: random.Random, batch_size: int):
@@ -188,30 +202,59 @@ def _reading_batches(tokenizer, train, rng: random.Random, batch_size: int, frac
         yield batch
 
 
+# The share of attempts shown with a slip, by role (half where not named). A retry mostly follows a wrong attempt,
+# and with half of them right the model learned to copy the attempt (fixing 6% of its own wrong ones).
+_SLIPPED = {"repair": 0.75}
+
+
 def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: dict[str, float]):
     """Problems drawn from ``train`` with replacement, each taught in one role drawn with the weights of ``mix``:
-    "solve" (question -> solution), "judge" and "repair" (:mod:`stackrl.tasks.roles`; half of the attempts
-    shown have one slip), and "read" (a reference solution, spoiled, before the question, as in phase 2)."""
+    "solve" (question -> solution), "judge" and "repair" (:mod:`stackrl.tasks.roles`; attempts shown with one slip
+    as ``_SLIPPED`` says), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a check
+    line's two numbers alone, 1 to 3 digits, the second slipped half the time, and its mark) and "read" (a
+    reference solution, spoiled, before the question, as in phase 2)."""
     from stackrl.tasks.arithmetic import reference_prompt
-    from stackrl.tasks.roles import judge_prompt, judge_reply, retry_prompt, slip
+    from stackrl.tasks.roles import _SLIPS, compare_line, judge_prompt, judge_reply, retry_prompt, slip
 
     roles, weights = list(mix), list(mix.values())
     while True:
         batch = []
-        for i in [rng.randrange(len(train)) for _ in range(batch_size)]:
-            question, solution = train[i]["question"], train[i]["solution"]
+        for _ in range(batch_size):
             role = rng.choices(roles, weights)[0]
-            attempt = slip(solution, rng) if rng.random() < 0.5 else solution
+            if role == "compare":
+                expected = rng.randrange(10 ** rng.randint(1, 3))
+                written = max(0, expected + rng.choice(_SLIPS)) if rng.random() < 0.5 else expected
+                line = compare_line(expected, written)
+                cut = line.rindex(" ") + 1
+                batch.append(_example(tokenizer, line[:cut], line[cut:], eos=False))
+                continue
+            row = train[rng.randrange(len(train))]
+            question, solution = row["question"], row["solution"]
+            attempt = slip(solution, rng) if rng.random() < _SLIPPED.get(role, 0.5) else solution
             if role == "solve":
                 batch.append(_example(tokenizer, question, solution))
             elif role == "judge":
                 batch.append(_example(tokenizer, judge_prompt(question, attempt), judge_reply(attempt)))
             elif role == "repair":
                 batch.append(_example(tokenizer, retry_prompt(question, attempt), solution))
+            elif role == "mark":
+                head, mark = _mark_cut(attempt, rng)
+                batch.append(_example(tokenizer, judge_prompt(question, attempt) + head, mark, eos=False))
             else:
                 shown = _spoiled(solution, rng)
                 batch.append(_example(tokenizer, reference_prompt(shown, question), shown))
         yield batch
+
+
+def _mark_cut(attempt: str, rng: random.Random) -> tuple[str, str]:
+    """The judge reply to ``attempt`` cut before one of its marks, and that mark: the "no" that ends the check of a
+    wrong attempt, or any mark of a right one (so both marks are equally common)."""
+    from stackrl.tasks.roles import DIFFERENT, judge_reply
+
+    lines = judge_reply(attempt).split("\n")[:-1]  # the check lines, without the verdict
+    at = len(lines) - 1 if lines[-1].endswith(" " + DIFFERENT) else rng.randrange(len(lines))
+    before, mark = lines[at].rsplit(" ", 1)
+    return "\n".join(lines[:at] + [before + " "]), mark
 
 
 def _spoiled(solution: str, rng: random.Random) -> str:
@@ -248,6 +291,8 @@ _RECIPE = (
     "stackrl.tasks.pretrain:_solving_batches",
     "stackrl.tasks.pretrain:_reading_batches",
     "stackrl.tasks.pretrain:_skills_batches",
+    "stackrl.tasks.pretrain:_SLIPPED",
+    "stackrl.tasks.pretrain:_mark_cut",
     "stackrl.tasks.pretrain:_spoiled",
     "stackrl.tasks.pretrain:_fit",
     "stackrl.tasks.pretrain:pretrain",
@@ -281,10 +326,14 @@ def _warmup_cosine(steps: int, warmup: int):
     return lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
 
 
-def _fit(model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, snapshot=None, eval_every=0) -> float:
+def _fit(
+    model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, snapshot=None, eval_every=0, per_example=False
+) -> float:
     """``steps`` of AdamW on ``batches`` with the loss on the solution and eos only; returns the seconds it took.
 
-    ``schedule(step)`` scales ``lr``; the gradient norm is clipped at 1.
+    ``schedule(step)`` scales ``lr``; the gradient norm is clipped at 1. The loss is the mean over the batch's
+    target tokens, or with ``per_example`` the mean over examples of each one's mean: then a one-word target (a
+    mark) weighs as much as a whole judge reply instead of a hundredth of it.
     """
     import torch
 
@@ -304,7 +353,14 @@ def _fit(model, tokenizer, batches, *, steps, lr, schedule, test, save_every=0, 
             ids[row, : len(seq)] = torch.tensor(seq)
             labels[row, len(p) : len(seq)] = torch.tensor(c)
             mask[row, : len(seq)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if per_example:
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+            targets = labels[:, 1:]
+            token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+            counted = targets != -100
+            loss = ((token_loss * counted).sum(1) / counted.sum(1)).mean()
+        else:
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -339,9 +395,10 @@ def pretrain(
     reading_fraction: float = 0.5,
     reading_spoiled: float = 1.0,
     reading_lr: float = 1e-3,
+    compare_steps: int = 0,
     skills_steps: int = 0,
     skills_lr: float = 1e-3,
-    skills_mix: str = "solve=1,read=0.5,judge=3,repair=2",
+    skills_mix: str = "solve=1,read=0.5,judge=2,repair=2,compare=1,mark=2",
     init: str | Path | None = None,
     seed: int = 0,
     threads: int | None = None,
@@ -350,9 +407,10 @@ def pretrain(
 
     Three phases: ``steps`` of SFT on question -> solution, then ``reading_steps`` on a mix where a
     ``reading_fraction`` of the prompts carry a reference solution before the question, a ``reading_spoiled``
-    share of those references with one wrong step, and the target is the reference itself, then ``skills_steps``
-    on the roles mixed as ``skills_mix`` says (role=weight,...). ``init`` starts from a checkpoint and skips the
-    first phase; a phase of 0 steps is skipped.
+    share of those references with one wrong step, and the target is the reference itself, then the roles:
+    ``compare_steps`` on check lines' marks alone and ``skills_steps`` on the roles mixed as ``skills_mix`` says
+    (role=weight,...; the loss a mean over examples). ``init`` starts from a checkpoint and skips the first phase;
+    a phase of 0 steps is skipped.
     """
     settings = {name: str(value) if isinstance(value, Path) else value for name, value in locals().items()}
     recipe = recipe_hash()  # now, while the source on disk is the code running
@@ -413,15 +471,25 @@ def pretrain(
             model, tokenizer, batches, steps=reading_steps, lr=reading_lr, schedule=schedule,
             snapshot=snapshots("read"), **common,
         )
+    skills = make_dataset("train", train_size, seed=seed + 2, distinct=False) if compare_steps or skills_steps else None
+    if compare_steps:
+        # Check lines' marks before whole replies: mixed in with them from the start, the marks kept to their prior
+        # for 300 steps, while alone the comparison is learned in about 200. Alone, it also wiped out solving
+        # (greedy pass@1 0.47 -> 0.00), hence the solving examples.
+        batches = _skills_batches(tokenizer, skills, random.Random(seed + 3), batch_size, {"compare": 3.0, "solve": 1.0})
+        schedule = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
+        train_s += _fit(
+            model, tokenizer, batches, steps=compare_steps, lr=skills_lr, schedule=schedule,
+            snapshot=snapshots("compare"), per_example=True, **common,
+        )
     if skills_steps:
         mix = {role: float(weight) for role, weight in (part.split("=") for part in skills_mix.split(","))}
-        skills = make_dataset("train", train_size, seed=seed + 2, distinct=False)
         batches = _skills_batches(tokenizer, skills, random.Random(seed + 2), batch_size, mix)
         # A constant rate after warmup, so a snapshot at step k is the model of a run with skills_steps=k.
         schedule = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
         train_s += _fit(
             model, tokenizer, batches, steps=skills_steps, lr=skills_lr, schedule=schedule,
-            snapshot=snapshots("skills"), **common,
+            snapshot=snapshots("skills"), per_example=True, **common,
         )
 
     greedy = evaluate(model, tokenizer, test)
@@ -449,9 +517,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reading-fraction", type=float, default=0.5)
     parser.add_argument("--reading-spoiled", type=float, default=1.0)
     parser.add_argument("--reading-lr", type=float, default=1e-3)
+    parser.add_argument("--compare-steps", type=int, default=0)
     parser.add_argument("--skills-steps", type=int, default=0)
     parser.add_argument("--skills-lr", type=float, default=1e-3)
-    parser.add_argument("--skills-mix", default="solve=1,read=0.5,judge=3,repair=2")
+    parser.add_argument("--skills-mix", default="solve=1,read=0.5,judge=2,repair=2,compare=1,mark=2")
     parser.add_argument("--init", default=None, help="start from this checkpoint and skip the first phase")
     parser.add_argument("--eval-every", type=int, default=0)
     parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-<phase><step>")
@@ -469,6 +538,7 @@ def main(argv: list[str] | None = None) -> None:
         reading_fraction=args.reading_fraction,
         reading_spoiled=args.reading_spoiled,
         reading_lr=args.reading_lr,
+        compare_steps=args.compare_steps,
         skills_steps=args.skills_steps,
         skills_lr=args.skills_lr,
         skills_mix=args.skills_mix,

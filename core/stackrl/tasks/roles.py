@@ -5,15 +5,15 @@ Plugins that make the policy judge or retry build their prompts from these const
 the dataset prompt (the question, ending in a newline) and ``attempt`` a solution to it, without eos::
 
     judge prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nCheck:\\n"
-    judge reply:    "3 + 4 = 8 : 7\\nVerdict: wrong"
+    judge reply:    "3 + 4 = 7 | 8 no\\nVerdict: wrong"
 
     retry prompt:   "What is (3 + 4) * 2?\\n3 + 4 = 8\\n8 * 2 = 16\\nThe answer is 16.\\nTry again.\\n"
     retry reply:    "3 + 4 = 7\\n7 * 2 = 14\\nThe answer is 14."
 
-A judge reply goes through the attempt's lines one by one, writing each with its result worked out afresh from
-the operands the attempt wrote, and stops at the first line whose result differs (the final line is checked
-against the last step's result); then comes the verdict line. :func:`slip` makes the wrong attempts both roles
-are trained and measured on.
+A judge reply goes through the attempt's steps one by one, working each out afresh from the operands the attempt
+wrote and setting the attempt's result beside it with a mark (the final line compares the last step's result with
+the answer); it stops at the first pair that differs, then comes the verdict line. :func:`slip` makes the wrong
+attempts both roles are trained and measured on.
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ import re
 
 __all__ = [
     "CORRECT",
+    "DIFFERENT",
     "JUDGE_MARKER",
     "JUDGE_TEMPLATE",
     "RETRY_INSTRUCTION",
     "RETRY_TEMPLATE",
+    "SAME",
     "VERDICT_PREFIX",
     "WRONG",
+    "compare_line",
     "judge_prompt",
     "judge_reply",
     "parse_verdict",
@@ -40,6 +43,7 @@ JUDGE_MARKER = "Check:"
 JUDGE_TEMPLATE = "{prompt}{attempt}\n" + JUDGE_MARKER + "\n"
 VERDICT_PREFIX = "Verdict: "
 CORRECT, WRONG = "correct", "wrong"  # the verdict words
+SAME, DIFFERENT = "yes", "no"  # the marks of a check line
 RETRY_INSTRUCTION = "Try again."
 RETRY_TEMPLATE = "{prompt}{attempt}\n" + RETRY_INSTRUCTION + "\n"
 
@@ -118,16 +122,25 @@ def slip(solution: str, rng: random.Random) -> str:
 def judge_reply(attempt: str) -> str:
     """The reply a perfect judge writes for a well-formed ``attempt``: its check, then the verdict line.
 
-    Each check line is a line of the attempt followed by ``" : "`` and the result worked out afresh (for the final
-    line, the last step's result), so the two numbers to compare stand side by side.
+    Each check line works a step of the attempt out afresh from the operands the attempt wrote, then sets the
+    attempt's result beside it and marks the pair (:func:`compare_line`); the final line compares the last step's
+    result with the attempt's answer. The check stops at the first pair that differs.
     """
     steps, answer = _steps(attempt)
-    lines = attempt.split("\n")
     check = []
-    for line, (value, op, operand, result) in zip(lines, steps):
+    for value, op, operand, result in steps:
         right = _apply(value, op, operand)
-        check.append(f"{line} : {right}")
+        check.append(f"{value} {op} {operand} = {compare_line(right, result)}")
         if right != result:
             return "\n".join(check + [VERDICT_PREFIX + WRONG])
-    check.append(f"{lines[-1]} : {steps[-1][3]}")
+    check.append(compare_line(steps[-1][3], answer))
     return "\n".join(check + [VERDICT_PREFIX + (CORRECT if answer == steps[-1][3] else WRONG)])
+
+
+def compare_line(expected: int, written: int) -> str:
+    """``"7 | 8 no"``: the value worked out, the value the attempt wrote, and whether they are equal.
+
+    The two numbers stand side by side so that the mark is a comparison of adjacent digits, which the small
+    built-in model can learn; with the worked-out value after the attempt's, it learned to copy instead.
+    """
+    return f"{expected} | {written} {SAME if expected == written else DIFFERENT}"

@@ -1,5 +1,6 @@
 """selfjudge: the conformance suite, and what its defaults ask and read (the judge's general rules:
-tests/test_judges.py). Its mechanism needs a model that judges, which is not shipped yet."""
+tests/test_judges.py).
+Its mechanism test on the built-in judging model, stackrl/arith-skills, is still to come."""
 
 from transformers import AutoTokenizer
 

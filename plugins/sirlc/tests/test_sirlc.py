@@ -1,5 +1,6 @@
 """sirlc: the conformance suite, and what its defaults ask and read (the judge's general rules, the likelihood
-score among them: tests/test_judges.py). Its mechanism needs a model that judges, which is not shipped yet."""
+score among them: tests/test_judges.py).
+Its mechanism test on the built-in judging model, stackrl/arith-skills, is still to come."""
 
 from transformers import AutoTokenizer
 
