@@ -47,7 +47,7 @@ TRAINER = {
     "learning_rate": 1e-4,
 }
 STACK = ("covo", "rlsd", "opsd")
-STACK_TRAINER = {"per_device_train_batch_size": 16, "num_generations": 8, "max_completion_length": 64, "beta": 0.0}
+STACK_GENERATIONS = 8
 
 
 def noops(config, count: int):
@@ -79,7 +79,8 @@ class Sweeps:
         rounds = Rounds({"plain": variants.pop("plain"), **variants}, warmup=self.opts.warmup)
         rounds.run(self.opts.rounds)
         for name in variants:
-            point = (name, rounds.ratio(name, "plain"), rounds.ratio(name, "plain", "cpu"), rounds.spread(name, "plain"))
+            ratios = rounds.ratio(name, "plain"), rounds.ratio(name, "plain", "cpu")
+            point = (name, *ratios, rounds.spread(name, "plain"))
             self.points.setdefault(sweep, []).append(point)
             low, _, _, _, high = point[3]
             print(f"{sweep:>7} {name:>16}: {point[1]:.4f} wall, {point[2]:.4f} cpu   per-round range "
@@ -106,9 +107,12 @@ class Sweeps:
         recipes = method_plugins(ROOT)
         sections = {name: recipes[name]["settings"] for name in STACK}
 
+        trainer = {"per_device_train_batch_size": self.opts.stack_prompts * STACK_GENERATIONS,
+                   "num_generations": STACK_GENERATIONS, "max_completion_length": self.opts.stack_length, "beta": 0.0}
+
         def config(plugins):
             rewards = {"exact_match": 1.0, **{name: 1.0 for name in plugins if name == "covo"}}
-            return self.config(list(plugins), model=arith_tiny_path(), trainer=STACK_TRAINER, rewards=rewards,
+            return self.config(list(plugins), model=arith_tiny_path(), trainer=trainer, rewards=rewards,
                                **{name: sections[name] for name in plugins})
 
         plain = config([])
@@ -151,6 +155,8 @@ def main(argv=None) -> int:
     parser.add_argument("--plugin-counts", type=int, nargs="+", default=[0, 1, 4, 8])
     parser.add_argument("--group-sizes", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--stack-prompts", type=int, default=2, help="prompts per stack step (x8 samples)")
+    parser.add_argument("--stack-length", type=int, default=64, help="max_completion_length of the stack sweep")
     parser.add_argument("--plot", default="scaling.png", help="where the PNG goes")
     opts = parser.parse_args(argv)
     if opts.steps <= opts.warmup:

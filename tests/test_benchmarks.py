@@ -30,7 +30,8 @@ def test_overhead_prints_the_ratio_and_its_spread(capsys):
 
 def test_scaling_prints_the_cost_per_plugin_and_draws_its_plot(tmp_path, capsys):
     plot = tmp_path / "scaling.png"
-    options = ["--plugin-counts", "0", "2", "--group-sizes", "4", "--lengths", "16", "--plot", str(plot)]
+    options = ["--plugin-counts", "0", "2", "--group-sizes", "4", "--lengths", "16", "--stack-prompts", "1",
+               "--stack-length", "16", "--plot", str(plot)]
     load_script(BENCHMARKS / "scaling.py").main(short(*options))
     output = capsys.readouterr().out
     figure(output, "per_plugin_cost")
