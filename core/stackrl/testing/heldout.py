@@ -7,7 +7,8 @@
 - :func:`completion_logits`: a model's raw logits over a completion, for tests that write a loss out by hand;
 - :func:`line_index`: the line of its completion each token falls on;
 - :func:`greedy_accuracy`, :func:`train_and_measure` and :func:`against_grpo`: held-out accuracy after a short
-  run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`).
+  run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`);
+- :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins.
 """
 
 from __future__ import annotations
@@ -134,6 +135,18 @@ def without_plugins(recipe):
         plain = Path(folder) / "grpo.yaml"
         plain.write_text(yaml.safe_dump(tree))
         yield plain
+
+
+def recipe_config(recipe, *, plugins: bool, seed: int, steps: int, output_dir, overrides=()):
+    """The config file ``recipe`` at ``seed`` for ``steps`` steps, writing to ``output_dir``: as it is, or with
+    ``plugins=False`` as plain GRPO (:func:`without_plugins`)."""
+    from stackrl.config import load_config
+
+    settings = [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={output_dir}", *overrides]
+    if plugins:
+        return load_config([recipe], settings)
+    with without_plugins(recipe) as plain:
+        return load_config([plain], settings)
 
 
 def against_grpo(recipe, overrides=(), *, steps: int, heldout: int, seed: int) -> dict[str, float]:

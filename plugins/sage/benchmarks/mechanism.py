@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-import yaml
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sage-cpu.yaml"
 METHODS = ("grpo", "sage")
@@ -28,16 +27,10 @@ METHODS = ("grpo", "sage")
 
 def load(method: str, seed: int, steps: int, folder: Path, overrides=()):
     """The recipe as ``method`` runs it: with the plugin (sage) or without (grpo), at this seed and length."""
-    from stackrl.config import load_config
+    from stackrl.testing.heldout import recipe_config
 
-    tree = yaml.safe_load(RECIPE.read_text())
-    if method == "grpo":
-        tree["plugins"] = []
-        del tree["sage"]
-    tree["output_dir"] = str(folder / f"{method}-{seed}")
-    path = folder / f"{method}-{seed}.yaml"
-    path.write_text(yaml.safe_dump(tree, sort_keys=False))
-    return load_config([path], [f"trainer.seed={seed}", f"trainer.max_steps={steps}", *overrides])
+    return recipe_config(RECIPE, plugins=method == "sage", seed=seed, steps=steps,
+                         output_dir=folder / f"{method}-{seed}", overrides=overrides)
 
 
 def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:

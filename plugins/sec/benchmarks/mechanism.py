@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-import yaml
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sec-cpu.yaml"
 METHODS = ("uniform", "sec")
@@ -28,16 +27,10 @@ HARDEST = "4 steps, 2-digit"
 
 def load(method: str, seed: int, steps: int, folder: Path, overrides=()):
     """The recipe as ``method`` runs it: with the plugin (sec) or without (uniform), at this seed and length."""
-    from stackrl.config import load_config
+    from stackrl.testing.heldout import recipe_config
 
-    tree = yaml.safe_load(RECIPE.read_text())
-    if method == "uniform":
-        tree["plugins"] = []
-        del tree["sec"]
-    tree["output_dir"] = str(folder / f"{method}-{seed}")
-    path = folder / f"{method}-{seed}.yaml"
-    path.write_text(yaml.safe_dump(tree, sort_keys=False))
-    return load_config([path], [f"trainer.seed={seed}", f"trainer.max_steps={steps}", *overrides])
+    return recipe_config(RECIPE, plugins=method == "sec", seed=seed, steps=steps,
+                         output_dir=folder / f"{method}-{seed}", overrides=overrides)
 
 
 def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
