@@ -164,6 +164,7 @@ class StackTrainer(GRPOTrainer):
         self._added_columns: dict[str, list] = {}  # what generate_rollout returned for the whole batch
         self._added_loss_mask: list[list[int]] | None = None
         self._pending_rows: list[dict] = []
+        self._rollout_pool_ids: list[int | None] = []  # the pool id of each row of the last rollout, read off its gather
         self._sample_ctx: SampleContext | None = None
         self._policy_logps: torch.Tensor | None = None
         self.warnings: Counter[str] = Counter()  # "<plugin>/<name>" -> occurrences ctx.warn counted in this run
@@ -249,7 +250,7 @@ class StackTrainer(GRPOTrainer):
         if excluded:
             self._exclude_from_loss(output, local, excluded)
         if training:
-            self._record_pool_batch(gather_object([row[POOL_ROW] for row in inputs]))
+            self._record_pool_batch(self._rollout_pool_ids)
         return output
 
     # -- the prompt pool ------------------------------------------------------------------------------------------
@@ -386,6 +387,7 @@ class StackTrainer(GRPOTrainer):
         texts = [c if isinstance(c, str) else "".join(m["content"] for m in c) for c in completions]
         rows = list(zip(inputs, prompts, texts, self._local_prompt_ids, completion_ids_list, strict=True))
         rows = gather_object(rows)
+        self._rollout_pool_ids = [r[0].get(POOL_ROW) for r in rows]
         rollout = Rollout(
             prompts=[r[1] for r in rows],
             completions=[r[2] for r in rows],
