@@ -103,6 +103,31 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                 },
             },
         },
+        # Multi-turn trajectories (stackrl.turns) sampled turn by turn through ctx.generate from token ids, split over
+        # the processes: score's two attempts and pag's answer, check and revision. Greedy, so the rollout and the
+        # rewards must be those of one process.
+        **{
+            name: {
+                "name": name,
+                "plugins": [name, "group_rank"],
+                "sections": {
+                    "model": {"name_or_path": "stackrl/arith-skills"},
+                    "data": {"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
+                    "rewards": {"exact_match": None},
+                    "output_dir": str(out / name / "run"),
+                    name: settings,
+                    "trainer": {
+                        "per_device_train_batch_size": PER_DEVICE,
+                        "num_generations": GROUP,
+                        "max_steps": STEPS,
+                        "max_completion_length": 40,
+                        "beta": 0.001,  # the reference model score's first-attempt KL is taken to
+                        "generation_kwargs": {"do_sample": False},
+                    },
+                },
+            }
+            for name, settings in (("score", {"stage_two_step": 1}), ("pag", {"turns": 2}))
+        },
         # A prompt pool steered from train_begin and post_step: both processes draw the same rows, and the same as
         # one process with the whole batch (greedy, so the rollouts must be equal too).
         "pool": {
@@ -282,3 +307,18 @@ def test_role_groups_derived_on_two_processes_are_the_same_on_both(launched, wor
                 assert call["prompt_texts"][i].startswith(call["prompts"][i].strip())
                 assert len(call["prompt_texts"][i]) > len(call["prompts"][i].strip())
     assert resets, "no reset group in either step: the check is void"
+
+
+@pytest.mark.parametrize("name", ["score", "pag"])
+def test_multi_turn_rollouts_on_two_processes_are_rewarded_as_on_one(launched, tiny_model_dir, tmp_path, worker, name):
+    """Each turn of every trajectory is sampled in one ctx.generate call split over the processes, from the
+    tokens before it: both processes hold the same rollout and rewards, and they equal one process's."""
+    runs, out = launched
+    ranks = worker.reports(out, name)
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    reference = worker.single_process(tiny_model_dir, runs[name], tmp_path, GLOBAL)
+    assert len(reference["reward_calls"]) == STEPS
+    for got, want in zip(ranks[0]["reward_calls"], reference["reward_calls"], strict=True):
+        assert got["prompts"] == want["prompts"] and got["completion_ids"] == want["completion_ids"]
+        assert got["builtin_rewards"][name] == want["builtin_rewards"][name]

@@ -131,6 +131,11 @@ class _Context:
         """The run's sampling temperature (``trainer.temperature``), by which TRL's loss also divides the logits."""
         return self.policy.sampling_temperature
 
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """The tokens that end a completion (the tokenizer's end-of-sequence and any the model declares)."""
+        return self.policy.eos_token_ids
+
     def generate(self, prompts: list, **sampling) -> list:
         """Sample one completion per prompt with the current policy; see :meth:`stackrl.policy.PolicyAccess.generate`."""
         return self.policy.generate(prompts, **sampling)

@@ -136,6 +136,11 @@ class PolicyAccess:
         """The run's sampling temperature (``trainer.temperature``), by which TRL's loss also divides the logits."""
         return self._trainer.temperature
 
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """The tokens that end a completion: the tokenizer's end-of-sequence and every one the model declares."""
+        return list(self._trainer.eos_token_ids)
+
     # -- splitting work over processes --------------------------------------------------------------------------
 
     def _local(self, items: list) -> list:
@@ -159,18 +164,18 @@ class PolicyAccess:
     # -- generate ---------------------------------------------------------------------------------------------------
 
     def generate(self, prompts: list, **sampling) -> list[Generation]:
-        """Sample one completion per prompt (text or chat messages) with the current policy, no gradient.
+        """Sample one completion per prompt (text, chat messages or token ids) with the current policy, no gradient.
 
         ``sampling`` overrides the run's generation settings for this call (``temperature``, ``top_p``,
-        ``max_new_tokens``, ``do_sample``, ...). Prompts go through the chat template as training prompts do.
+        ``max_new_tokens``, ``do_sample``, ...). Prompts go through the chat template as training prompts do; a
+        prompt given as token ids is generated from as it is (a later turn continues the exact tokens before it).
         With vLLM generation (``trainer.use_vllm``) vLLM samples, and the same names apply (see
         :meth:`_vllm_sampling`); vLLM's own ``SamplingParams`` names (``seed``, ``stop``, ...) are accepted too.
         """
         if not prompts:
             return []
         trainer = self._trainer
-        local = self._local(list(prompts))
-        prompt_ids, _, _ = trainer._tokenize_prompts(local)
+        prompt_ids = self._token_ids(self._local(list(prompts)))
         with self._sampling_overrides(sampling):
             completion_ids, _ = trainer._generate_single_turn(prompt_ids, None, {}, 1)
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)

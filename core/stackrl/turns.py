@@ -1,0 +1,155 @@
+"""Several turns in one completion: generated segments with injected text between them, and per-segment credit.
+
+A multi-turn method (answer, check the answer, answer again) trains one row on the whole exchange. The row's
+completion is its generated segments and the text injected between them (an instruction), the injected tokens are
+kept out of the loss (``Samples.loss_mask``), and each generated segment is recorded with its kind, turn and token
+span in the column :data:`SEGMENTS_COLUMN`, from which the plugin rewards each segment and gives its tokens their
+own advantage (:func:`segment_advantages`). Each turn is sampled from the exact tokens before it (prompt, earlier
+segments, injected text), so the row trains every segment on the context it was sampled from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from stackrl.context import Samples
+from stackrl.errors import PluginError
+from stackrl.roles import broadcast_segments
+
+SEGMENTS_COLUMN = "segments"  # column: each row's generated segments, a list of Segment
+
+
+class Segment(NamedTuple):
+    """One generated part of a multi-turn completion: tokens ``start:end`` of it (end exclusive)."""
+
+    kind: str  # what the segment does: "answer", "verify", ...
+    turn: int  # how many segments of this kind came before it in the row
+    start: int
+    end: int
+    text: str  # decoded without special tokens, as ctx.generate's Generation.text
+
+
+class Trajectory:
+    """One row's turns so far: its prompt tokens, then generated segments and injected text."""
+
+    def __init__(self, prompt_ids: Sequence[int]):
+        self.prompt_ids = list(prompt_ids)
+        self.completion_ids: list[int] = []
+        self.loss_mask: list[int] = []
+        self.segments: list[Segment] = []
+        self._eos: int | None = None  # the end-of-sequence token the last segment ended with, if it is last
+
+    def context(self) -> list[int]:
+        """The tokens the next turn continues."""
+        return self.prompt_ids + self.completion_ids
+
+    def of_kind(self, kind: str) -> list[Segment]:
+        return [s for s in self.segments if s.kind == kind]
+
+    def add(self, kind: str, completion_ids: Sequence[int], text: str, eos_token_ids: Sequence[int]) -> Segment:
+        """Append a generated segment. Its end-of-sequence token is held back: text injected after it follows the
+        segment's text as a completion decodes (the roles formats have no eos inside), and the row's last segment
+        gets it back in :meth:`packed`."""
+        ids = list(completion_ids)
+        self._eos = ids.pop() if ids and ids[-1] in eos_token_ids else None
+        turn = len(self.of_kind(kind))
+        segment = Segment(kind, turn, len(self.completion_ids), len(self.completion_ids) + len(ids), text)
+        self.completion_ids += ids
+        self.loss_mask += [1] * len(ids)
+        self.segments.append(segment)
+        return segment
+
+    def inject(self, ids: Sequence[int]) -> None:
+        """Append text the policy did not write (an instruction): attended to, never trained."""
+        self._eos = None
+        self.completion_ids += list(ids)
+        self.loss_mask += [0] * len(ids)
+
+    def packed(self) -> tuple[list[int], list[int], list[Segment]]:
+        """The row's completion ids, loss mask and segments, the last segment's end-of-sequence token restored."""
+        ids, mask, segments = list(self.completion_ids), list(self.loss_mask), list(self.segments)
+        if self._eos is not None:
+            ids.append(self._eos)
+            mask.append(1)
+            segments[-1] = segments[-1]._replace(end=segments[-1].end + 1)
+        return ids, mask, segments
+
+
+def first_turn(prompts: Sequence, kind: str, ctx, **sampling) -> list[Trajectory]:
+    """One trajectory per prompt (text, chat messages or token ids), its first segment sampled in one
+    ``ctx.generate`` call."""
+    generations = ctx.generate(list(prompts), **sampling)
+    trajectories = [Trajectory(g.prompt_ids) for g in generations]
+    for t, g in zip(trajectories, generations):
+        t.add(kind, g.completion_ids, g.text, ctx.eos_token_ids)
+    return trajectories
+
+
+def generate_turn(trajectories: Sequence[Trajectory], kind: str, ctx, **sampling) -> list[Segment]:
+    """Sample the next segment of every trajectory in one ``ctx.generate`` call (the same call on every process),
+    each from its own context, and append it."""
+    generations = ctx.generate([t.context() for t in trajectories], **sampling)
+    return [t.add(kind, g.completion_ids, g.text, ctx.eos_token_ids) for t, g in zip(trajectories, generations)]
+
+
+def packed_samples(trajectories: Sequence[Trajectory], columns: dict | None = None) -> Samples:
+    """The rollout of these trajectories, one row each: completions, loss mask and the segments column."""
+    rows = [t.packed() for t in trajectories]
+    return Samples(
+        completion_ids=[ids for ids, _, _ in rows],
+        prompt_ids=[t.prompt_ids for t in trajectories],
+        columns={SEGMENTS_COLUMN: [segments for _, _, segments in rows], **(columns or {})},
+        loss_mask=[mask for _, mask, _ in rows],
+    )
+
+
+def segments_of(rollout, *, plugin: str) -> list[list[Segment]]:
+    """Each row's segments, from the rollout's :data:`SEGMENTS_COLUMN`; an error naming ``plugin`` without it."""
+    if SEGMENTS_COLUMN not in rollout.columns:
+        raise PluginError(
+            f"{plugin}: the rollout has no column '{SEGMENTS_COLUMN}'; its rows come from its own generate_rollout "
+            "(set exclusive.generate_rollout: " + plugin + " if another plugin generates)"
+        )
+    return rollout.columns[SEGMENTS_COLUMN]
+
+
+def segment_advantages(
+    values: Sequence[Sequence[float]], segments: Sequence[Sequence[Segment]], group_size: int, width: int
+) -> torch.Tensor:
+    """``(N, width)`` per-token advantages from one value per segment (``values[i][k]`` for ``segments[i][k]``).
+
+    The baseline of a segment is its group's segments of the same kind and turn (the first answers of a group are
+    compared with each other, its first checks with each other, ...): each value is centred on their mean and
+    divided by their standard deviation (+1e-4, as GRPO's), and a segment alone in its slot gets 0. The advantage
+    covers the segment's tokens; injected text and padding get 0.
+    """
+    advantages = [[0.0] * len(row) for row in segments]
+    for group in range(0, len(values), group_size):
+        slots: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for row in range(group, group + group_size):
+            if len(values[row]) != len(segments[row]):
+                raise PluginError(f"segment_advantages: row {row} has {len(segments[row])} segments but {len(values[row])} values")
+            for k, segment in enumerate(segments[row]):
+                slots.setdefault((segment.kind, segment.turn), []).append((row, k))
+        for members in slots.values():
+            if len(members) < 2:
+                continue
+            scores = torch.tensor([float(values[row][k]) for row, k in members])
+            for (row, k), advantage in zip(members, ((scores - scores.mean()) / (scores.std() + 1e-4)).tolist()):
+                advantages[row][k] = advantage
+    spans = [[(s.start, s.end) for s in row] for row in segments]
+    return broadcast_segments(advantages, spans, width)
+
+
+def transitions(before: Sequence[bool], after: Sequence[bool]) -> dict[str, float]:
+    """How a second answer changed on the first: the shares of rows that went wrong -> right and right -> wrong
+    (of all rows), and their difference, the net self-correction."""
+    n = len(before)
+    if n == 0:
+        return {}
+    fixed = sum(1 for a, b in zip(before, after) if not a and b) / n
+    broken = sum(1 for a, b in zip(before, after) if a and not b) / n
+    return {"wrong_to_right": fixed, "right_to_wrong": broken, "net_correction": fixed - broken}

@@ -1,0 +1,88 @@
+"""PAG's mechanism on the built-in task: held-out self-verification and selective revision improve.
+
+Trains configs/recipes/pag-cpu.yaml (stackrl/arith-skills) for the same steps and seeds, and runs the PAG trajectory
+(answer, check, revise after "wrong"; sampled, seeded) on held-out problems of the recipe's categories with the
+untrained and each trained model:
+
+- precision and recall of the first verification on first answers ("correct" the positive class, as the authors),
+  and its recall on wrong answers;
+- of the rows revised, the shares whose revision turned wrong into right (w2r) and right into wrong (r2w).
+
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/pag/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "pag-cpu.yaml"
+FIGURES = ("precision", "recall", "recall_negative", "revised", "w2r", "r2w", "first")
+
+
+def measure(trainer, config, size: int) -> dict:
+    from stackrl.rewards import OUTCOME_REWARDS
+    from stackrl.tasks import parse_verdict
+    from stackrl.tasks.arithmetic import make_dataset
+    from stackrl_pag import verifier_figures
+    from stackrl_pag.plugin import trajectories
+
+    settings = config.plugin_configs["pag"]
+    rows = make_dataset("test", size, seed=0, categories=config.host.data.options.get("categories"))
+    policy = trainer._shared_policy
+    ctx = SimpleNamespace(generate=policy.generate, tokenizer=trainer.processing_class, eos_token_ids=policy.eos_token_ids)
+    torch.manual_seed(1234)
+    check = OUTCOME_REWARDS[settings.metric]
+    answers, verdicts = [], []
+    for trajectory, answer in zip(trajectories(list(rows["question"]), ctx, settings), rows["answer"]):
+        answers.append([check(s.text, answer) == 1.0 for s in trajectory.of_kind("answer")])
+        verdicts.append(parse_verdict(trajectory.of_kind("verify")[0].text))
+    figures = verifier_figures([a[0] for a in answers], verdicts)
+    revised = [a for a in answers if len(a) > 1]
+    return {
+        **figures,
+        "revised": len(revised) / len(answers),
+        "w2r": sum(not a[0] and a[1] for a in revised) / max(len(revised), 1),
+        "r2w": sum(a[0] and not a[1] for a in revised) / max(len(revised), 1),
+        "first": sum(a[0] for a in answers) / len(answers),
+    }
+
+
+def run(seed: int, steps: int, folder: Path, overrides, size: int) -> dict:
+    from stackrl.run import build_trainer
+    from stackrl.testing.heldout import recipe_config
+
+    config = recipe_config(RECIPE, plugins=True, seed=seed, steps=steps, output_dir=folder / f"pag-{seed}", overrides=overrides)
+    trainer = build_trainer(config)
+    if steps:
+        trainer.train()
+    return measure(trainer, config, size)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--eval-size", type=int, default=300)
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    show = lambda f: "  ".join(f"{name} {f.get(name, float('nan')):.3f}" for name in FIGURES)  # noqa: E731
+    with tempfile.TemporaryDirectory() as tmp:
+        before = run(0, 0, Path(tmp), args.overrides, args.eval_size)
+        print(f"before training: {show(before)}", flush=True)
+        after = []
+        for seed in args.seeds:
+            after.append(run(seed, args.steps, Path(tmp), args.overrides, args.eval_size))
+            print(f"seed {seed} after {args.steps} steps: {show(after[-1])}", flush=True)
+    mean = {name: sum(r.get(name, float("nan")) for r in after) / len(after) for name in FIGURES}
+    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
+    print(f"before: {show(before)}\nafter (mean): {show(mean)}")
+
+
+if __name__ == "__main__":
+    main()

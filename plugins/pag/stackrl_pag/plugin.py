@@ -1,0 +1,93 @@
+"""PAG: one trajectory per row, the policy answering and verifying in turns, revising only what it judged wrong.
+
+A row's completion is: an answer, the injected verify instruction, a verification ending in a verdict; after a
+"wrong" verdict, the injected revise instruction and a new answer, verified in its turn; up to ``turns`` answers
+(the last one is not verified). Injected text is masked out of the loss. Each answer is rewarded by its
+correctness (plus the shaping term on a revision), each verification by whether its verdict is right about the
+answer it checked; each segment's tokens get that reward's advantage against the same segments of its group.
+"""
+
+from __future__ import annotations
+
+from stackrl import Plugin, PluginError, hookimpl
+from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.tasks import parse_verdict
+from stackrl.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
+from stackrl_pag.config import PagConfig
+from stackrl_pag.rewards import ANSWER, VERIFY, segment_rewards, verifier_figures
+
+
+def trajectories(prompts: list, ctx, config: PagConfig) -> list:
+    """Answer, verify, and revise after a "wrong" verdict, for every prompt; each turn one ``ctx.generate`` call."""
+    tokens = lambda text: ctx.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    verify, revise = tokens(config.verify_instruction), tokens(config.revise_instruction)
+    rows = first_turn(prompts, ANSWER, ctx)
+    active = list(rows)
+    for _ in range(config.turns - 1):
+        for row in active:
+            row.inject(verify)
+        checks = generate_turn(active, VERIFY, ctx)
+        active = [row for row, check in zip(active, checks) if parse_verdict(check.text) is False]
+        if not active:
+            break
+        for row in active:
+            row.inject(revise)
+        generate_turn(active, ANSWER, ctx)
+    return rows
+
+
+class Pag(Plugin):
+    Config = PagConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.is_correct = OUTCOME_REWARDS[self.config.metric]
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        if not ctx.training:  # held-out evaluation measures plain solving
+            return None
+        return packed_samples(trajectories(prompts, ctx, self.config))
+
+    def outcomes(self, rollout) -> list[list]:
+        """Per row, each segment's outcome: an answer's correctness, a verification's verdict."""
+        if self.config.answer_column not in rollout.columns:
+            raise PluginError(
+                f"pag.answer_column: the batch has no column '{self.config.answer_column}'; answers and verdicts are "
+                "judged against the reference answer (a label-free run hides it)"
+            )
+        return [
+            [bool(self.is_correct(s.text, answer)) if s.kind == ANSWER else parse_verdict(s.text) for s in segments]
+            for segments, answer in zip(segments_of(rollout, plugin=self.name), rollout.columns[self.config.answer_column])
+        ]
+
+    @hookimpl
+    def reward(self, ctx):
+        rollout = ctx.rollout
+        if SEGMENTS_COLUMN not in rollout.columns:  # evaluation: plain solutions, scored by the outcome rewards
+            return [None] * len(rollout)
+        outcomes, segments = self.outcomes(rollout), rollout.columns[SEGMENTS_COLUMN]
+        answers = [[o for s, o in zip(row, out) if s.kind == ANSWER] for row, out in zip(segments, outcomes)]
+        verdicts = [next((o for s, o in zip(row, out) if s.kind == VERIFY), None) for row, out in zip(segments, outcomes)]
+        if self.config.turns > 1:
+            for name, value in verifier_figures([a[0] for a in answers], verdicts).items():
+                ctx.log(f"verify_{name}", value)
+        revised = [a for a in answers if len(a) > 1]
+        ctx.log("revised", len(revised) / len(answers))
+        if revised:
+            for name, value in transitions([a[0] for a in revised], [a[1] for a in revised]).items():
+                ctx.log(f"revised_{name}", value)
+        ctx.log("first_answer_correct", sum(a[0] for a in answers) / len(answers))
+        return [float(a[-1]) for a in answers]  # the final answer's; advantages come from each segment's reward
+
+    @hookimpl
+    def estimate_advantages(self, ctx):
+        rollout = ctx.rollout
+        if SEGMENTS_COLUMN not in rollout.columns:
+            return None
+        segments = rollout.columns[SEGMENTS_COLUMN]
+        values = [
+            segment_rewards([s.kind for s in row], out, self.config.shaping)
+            for row, out in zip(segments, self.outcomes(rollout))
+        ]
+        return segment_advantages(values, segments, rollout.group_size, rollout.completion_mask().size(1))

@@ -1,0 +1,103 @@
+"""SCoRe: every row is two attempts at its question, the second after an injected instruction to fix the first.
+
+Stage I trains the second attempt on its correctness while a KL term to the reference holds the first attempt's
+tokens, and only those, near the reference; stage II trains both attempts on their correctness, the second with
+a bonus for changing a wrong answer into a right one (and a penalty for the reverse), without that KL. The stage
+switches at ``stage_two_step`` and is part of the plugin's checkpointed state.
+"""
+
+from __future__ import annotations
+
+from stackrl import Plugin, PluginError, hookimpl
+from stackrl.kl import reference_kl
+from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
+from stackrl_score.config import ScoreConfig
+from stackrl_score.rewards import attempt_rewards
+
+ANSWER = "answer"  # the kind of both attempts' segments
+STAGE_COLUMN = "score_stage"  # column: the stage each row was generated in (1 or 2)
+
+
+class Score(Plugin):
+    Config = ScoreConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.is_correct = OUTCOME_REWARDS[self.config.metric]
+        self.stage = 1 if self.config.stage_two_step > 0 else 2
+        self.switched_at: int | None = None  # the step stage II began at
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        if not ctx.training:  # held-out evaluation measures plain solving
+            return None
+        instruction = ctx.tokenizer(self.config.instruction, add_special_tokens=False)["input_ids"]
+        trajectories = first_turn(prompts, ANSWER, ctx)
+        for trajectory in trajectories:
+            trajectory.inject(instruction)
+        generate_turn(trajectories, ANSWER, ctx)
+        return packed_samples(trajectories, {STAGE_COLUMN: [self.stage] * len(prompts)})
+
+    def _correct(self, rollout) -> list[tuple[bool, bool]]:
+        """Each row's (first attempt right, second attempt right)."""
+        if self.config.answer_column not in rollout.columns:
+            raise PluginError(
+                f"score.answer_column: the batch has no column '{self.config.answer_column}'; attempts are judged "
+                "against the reference answer (a label-free run hides it)"
+            )
+        answers = rollout.columns[self.config.answer_column]
+        return [
+            tuple(bool(self.is_correct(s.text, answer)) for s in segments)
+            for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)
+        ]
+
+    @hookimpl
+    def reward(self, ctx):
+        rollout = ctx.rollout
+        if SEGMENTS_COLUMN not in rollout.columns:  # evaluation: plain solutions, scored by the outcome rewards
+            return [None] * len(rollout)
+        correct = self._correct(rollout)
+        for name, value in transitions([c[0] for c in correct], [c[1] for c in correct]).items():
+            ctx.log(name, value)
+        ctx.log("first_attempt_correct", sum(c[0] for c in correct) / len(correct))
+        return [float(c[-1]) for c in correct]  # the final answer's; advantages come from each attempt's reward
+
+    @hookimpl
+    def estimate_advantages(self, ctx):
+        rollout = ctx.rollout
+        if SEGMENTS_COLUMN not in rollout.columns:
+            return None
+        stages = rollout.columns[STAGE_COLUMN]
+        values = [attempt_rewards(*c, stage, self.config.bonus) for c, stage in zip(self._correct(rollout), stages)]
+        width = rollout.completion_mask().size(1)
+        return segment_advantages(values, segments_of(rollout, plugin=self.name), rollout.group_size, width)
+
+    @hookimpl
+    def loss_term(self, ctx):
+        rollout = ctx.rollout
+        if SEGMENTS_COLUMN not in rollout.columns or not self.config.first_attempt_kl:
+            return None
+        first = ctx.loss_mask.new_zeros(ctx.loss_mask.shape)
+        for row, (segments, stage) in enumerate(zip(rollout.columns[SEGMENTS_COLUMN], rollout.columns[STAGE_COLUMN])):
+            if stage == 1:  # stage II drops the KL
+                first[row, segments[0].start : segments[0].end] = 1
+        if not first.any():
+            return None
+        kl = reference_kl(ctx, first)
+        ctx.log("first_attempt_kl", kl.item())
+        return self.config.first_attempt_kl * kl
+
+    @hookimpl
+    def post_step(self, ctx):
+        if self.stage == 1 and ctx.step >= self.config.stage_two_step:
+            self.stage, self.switched_at = 2, ctx.step
+        ctx.log("stage", self.stage)
+
+    @hookimpl
+    def state_dict(self):
+        return {"stage": self.stage, "switched_at": self.switched_at}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.stage, self.switched_at = int(state["stage"]), state["switched_at"]

@@ -1,0 +1,73 @@
+"""SDRL: debate groups answer after a context of candidates with distinct answers; both turns are trained."""
+
+import pytest
+import torch
+
+from stackrl import ConfigError
+from stackrl.answers import make_extractor
+from stackrl.rewards import exact_match, extract_answer
+from stackrl.roles import RETRY, SOLVE
+from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import train_steps
+from stackrl_sdrl import SdrlConfig, debate_prompt, diverse_candidates
+from stackrl_sdrl.config import CANDIDATE_TEMPLATE
+
+READ = make_extractor("auto")
+
+
+class TestConformance(PluginConformance):
+    plugin_name = "sdrl"
+
+
+def test_the_context_takes_distinct_answers_first():
+    texts = ["The answer is 4.", "The answer is 4", "no answer", "The answer is 5.", "The answer is 6."]
+    assert diverse_candidates(texts, 3, READ, math_verify=False) == [0, 3, 4]
+    assert diverse_candidates(texts, 5, READ, math_verify=False) == [0, 3, 4, 2, 1]  # then unanswered, then repeats
+    assert diverse_candidates(["The answer is 1.", "The answer is 1.0"], 2, READ, math_verify=True) == [0, 1]
+
+
+def test_the_debate_prompt_shows_each_candidate_as_an_earlier_attempt():
+    prompt = debate_prompt("Q?\n", ["A1", "A2"], CANDIDATE_TEMPLATE)
+    assert prompt == "Q?\nA1\nTry again.\nA2\nTry again.\n"
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"debate_share": 0.0}, r"sdrl.debate_share: must be in \(0, 1\]"),
+        ({"candidates": 0}, "sdrl.candidates: must be at least 1"),
+        ({"context_size": 5}, r"sdrl.context_size: must be between 1 and sdrl.candidates \(4\)"),
+        ({"candidate_template": "{answer}"}, r"sdrl.candidate_template: must contain \{candidate\}"),
+    ],
+)
+def test_bad_settings_are_refused(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        SdrlConfig(**settings)
+
+
+def test_debate_groups_answer_after_diverse_candidates_and_both_turns_are_scored(make_config):
+    config = make_config(
+        ["sdrl"],
+        model={"name_or_path": "stackrl/arith-skills"},
+        data={"options": {"categories": ["3 steps, 1-digit", "4 steps, 1-digit"]}},
+        sdrl={"candidates": 4, "context_size": 2},
+        trainer={"per_device_train_batch_size": 16, "max_completion_length": 40},
+    )
+    trainer = train_steps(config, steps=1)
+    rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 4
+    assert rollout.columns["role"] == [SOLVE] * 8 + [RETRY] * 8
+    assert not rollout.rewards["exact_match"].isnan().any()  # both turns are solutions, scored alike
+    distinct_contexts = 0
+    for i, role in enumerate(rollout.columns["role"]):
+        prompt, answer, trained_on = rollout.prompts[i], rollout.columns["answer"][i], decode(rollout.prompt_ids[i])
+        assert rollout.rewards["exact_match"][i] == exact_match(rollout.completions[i], answer)
+        if role == SOLVE:
+            assert trained_on == prompt and rollout.columns["context_correct"][i] is None
+            continue
+        assert trained_on.startswith(prompt) and trained_on == decode(rollout.prompt_ids[i - i % size])
+        shown = trained_on[len(prompt) :].split("\nTry again.\n")[:-1]
+        assert len(shown) == 2
+        assert rollout.columns["context_correct"][i] == [exact_match(c, answer) == 1.0 for c in shown]
+        distinct_contexts += extract_answer(shown[0]) != extract_answer(shown[1])
+    assert distinct_contexts, "no context showed two answers: the diversity check is void"
+    assert torch.isfinite(rollout.advantages).all()
