@@ -1,0 +1,90 @@
+"""Several turns in one completion (stackrl.turns), generation from token ids, and a KL on chosen tokens (stackrl.kl)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from stackrl import PluginError
+from stackrl.kl import reference_kl
+from stackrl.run import build_trainer
+from stackrl.turns import Segment, Trajectory, packed_samples, segment_advantages, transitions
+
+EOS = 9
+
+
+def test_a_trajectory_packs_its_turns_masks_injected_text_and_keeps_only_the_last_eos():
+    t = Trajectory([1, 2])
+    first = t.add("answer", [5, 6, EOS], "a", [EOS])
+    assert t.context() == [1, 2, 5, 6]  # the eos is held back while turns follow
+    t.inject([7, 7])
+    second = t.add("verify", [8, EOS], "v", [EOS])
+    t.inject([7])
+    third = t.add("answer", [4, 3], "b", [EOS])  # truncated: no eos to restore
+    ids, mask, segments = t.packed()
+    assert ids == [5, 6, 7, 7, 8, 7, 4, 3] and mask == [1, 1, 0, 0, 1, 0, 1, 1]
+    assert segments == [first, second, third] == [
+        Segment("answer", 0, 0, 2, "a"), Segment("verify", 0, 4, 5, "v"), Segment("answer", 1, 6, 8, "b")
+    ]
+    last = Trajectory([1])
+    last.add("answer", [5, EOS], "a", [EOS])
+    assert last.packed() == ([5, EOS], [1, 1], [Segment("answer", 0, 0, 2, "a")])  # the row's end keeps its eos
+    samples = packed_samples([t, last], {"tag": ["x", "y"]})
+    assert samples.prompt_ids == [[1, 2], [1]] and samples.columns["tag"] == ["x", "y"]
+    assert samples.loss_mask == [mask, [1, 1]] and samples.columns["segments"][1] == [Segment("answer", 0, 0, 2, "a")]
+
+
+def test_segment_advantages_compare_each_segment_with_its_groups_same_kind_and_turn():
+    a = lambda turn, start, end: Segment("answer", turn, start, end, "")  # noqa: E731
+    v = lambda turn, start, end: Segment("verify", turn, start, end, "")  # noqa: E731
+    # One group of three rows: first answers 1, 0, 0; checks 1, 1, 0; one revision alone in its slot.
+    segments = [[a(0, 0, 2), v(0, 3, 4)], [a(0, 0, 1), v(0, 2, 4), a(1, 5, 6)], [a(0, 0, 3), v(0, 3, 4)]]
+    values = [[1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0]]
+    out = segment_advantages(values, segments, group_size=3, width=6)
+    high, low = (2 / 3) / (math.sqrt(1 / 3) + 1e-4), (-1 / 3) / (math.sqrt(1 / 3) + 1e-4)
+    expected = [
+        [high, high, 0, -low, 0, 0],  # answer 1 of (1, 0, 0); check 1 of (1, 1, 0); token 2 injected
+        [low, 0, -low, -low, 0, 0],  # the revision is alone in its slot: 0
+        [low, low, low, -high, 0, 0],
+    ]
+    assert torch.allclose(out, torch.tensor(expected), atol=1e-5)
+    with pytest.raises(PluginError, match="row 0 has 2 segments but 1 values"):
+        segment_advantages([[1.0], [0.0, 1.0, 1.0], [0.0, 0.0]], segments, group_size=3, width=6)
+
+
+def test_transitions_count_fixes_and_breaks_over_all_rows():
+    figures = transitions([False, False, True, True], [True, False, False, True])
+    assert figures == {"wrong_to_right": 0.25, "right_to_wrong": 0.25, "net_correction": 0.0}
+    assert transitions([False, False, True], [True, True, True])["net_correction"] == pytest.approx(2 / 3)
+
+
+def test_generation_from_token_ids_continues_exactly_those_tokens(make_config):
+    trainer = build_trainer(make_config(trainer={"generation_kwargs": {"do_sample": False}}))
+    policy, tokenizer = trainer._shared_policy, trainer.processing_class
+    prompt = "What is (3 + 4) * 2?\n"
+    from_text = policy.generate([prompt])[0]
+    from_ids = policy.generate([from_text.prompt_ids])[0]
+    assert from_ids.prompt_ids == from_text.prompt_ids and from_ids.completion_ids == from_text.completion_ids
+    # A context no tokenization of its text gives: generated from as it is.
+    odd = tokenizer(prompt, add_special_tokens=False)["input_ids"] + tokenizer("3 +", add_special_tokens=False)["input_ids"]
+    assert policy.generate([odd])[0].prompt_ids == odd
+    assert policy.eos_token_ids and tokenizer.eos_token_id in policy.eos_token_ids
+
+
+def test_reference_kl_averages_trl_s_estimate_over_the_marked_trained_tokens():
+    policy = torch.log(torch.tensor([[0.5, 0.25, 0.5], [0.5, 0.5, 0.5]])).requires_grad_()
+    reference = torch.log(torch.tensor([[0.25, 0.25, 0.5], [0.125, 0.5, 0.5]]))
+    ctx = SimpleNamespace(
+        policy_logps=policy, loss_mask=torch.tensor([[1, 1, 1], [1, 0, 1]]), sampling_temperature=1.0,
+        rollout=SimpleNamespace(prompt_ids=[[1], [1]], completion_ids=[[2, 3, 4], [2, 3, 4]]),
+        score=lambda *_, **options: SimpleNamespace(logprobs=reference) if options["model"] == "reference" else None,
+    )  # fmt: skip
+    k3 = lambda p, r: r / p - math.log(r / p) - 1  # noqa: E731  (exp(r - p) - (r - p) - 1 in probabilities)
+    mask = torch.tensor([[1, 0, 0], [1, 1, 0]])  # row 1's second token is marked but not trained
+    assert reference_kl(ctx, mask).item() == pytest.approx((k3(0.5, 0.25) + k3(0.5, 0.125)) / 2, rel=1e-5)
+    (grad,) = torch.autograd.grad(reference_kl(ctx, mask), policy)
+    assert (grad[mask * ctx.loss_mask == 0] == 0).all() and (grad[mask * ctx.loss_mask == 1] != 0).all()
+    assert reference_kl(ctx, torch.zeros(2, 3)).item() == 0.0
