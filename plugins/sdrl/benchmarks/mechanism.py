@@ -66,11 +66,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--eval-size", type=int, default=300)
+    parser.add_argument("--methods", nargs="+", choices=["grpo", "sdrl"], default=["grpo", "sdrl"])
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
     args = parser.parse_args()
     torch.set_num_threads(1)
     show = lambda f: "  ".join(f"{name} {f[name]:+.3f}" for name in FIGURES)  # noqa: E731
-    results = {"grpo": [], "sdrl": []}
+    results = {method: [] for method in args.methods}
     with tempfile.TemporaryDirectory() as tmp:
         before = run("sdrl", 0, 0, Path(tmp), args.overrides, args.eval_size)
         print(f"before training: {show(before)}", flush=True)

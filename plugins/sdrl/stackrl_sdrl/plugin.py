@@ -16,6 +16,7 @@ from stackrl_sdrl.config import SdrlConfig
 from stackrl_sdrl.debate import debate_prompt, diverse_candidates
 
 CONTEXT_CORRECT = "context_correct"  # column: per debate row, the correctness of each candidate shown (None: solve)
+CANDIDATE_ANSWERS = "candidate_answers"  # column: per debate row, the final answer of every candidate sampled
 
 
 class Sdrl(Plugin):
@@ -44,9 +45,10 @@ class Sdrl(Plugin):
         answers = self._answers(ctx.rollout_columns)
         group_roles = assign_roles(len(prompts) // size, self.shares, key="sdrl.debate_share")
         pools = first_turns(prompts, group_roles, {RETRY}, ctx, samples=config.candidates)
-        contexts, shown = {}, {}
+        contexts, shown, pooled = {}, {}, {}
         for group, candidates in pools.items():
             texts = [c.text for c in candidates]
+            pooled[group] = [self.extract(t) for t in texts]
             chosen = [texts[i] for i in diverse_candidates(texts, config.context_size, self.extract, config.math_verify)]
             contexts[group] = debate_prompt(text_prompt(prompts[group * size], role=RETRY), chosen, config.candidate_template)
             shown[group] = [bool(self.is_correct(t, answers[group * size])) for t in chosen]
@@ -57,6 +59,7 @@ class Sdrl(Plugin):
             columns={
                 ROLE_COLUMN: rows_of_groups(group_roles, size),
                 CONTEXT_CORRECT: [shown.get(i // size) for i in range(len(prompts))],
+                CANDIDATE_ANSWERS: [pooled.get(i // size) for i in range(len(prompts))],
             },
         )
 

@@ -68,6 +68,10 @@ def test_debate_groups_answer_after_diverse_candidates_and_both_turns_are_scored
         shown = trained_on[len(prompt) :].split("\nTry again.\n")[:-1]
         assert len(shown) == 2
         assert rollout.columns["context_correct"][i] == [exact_match(c, answer) == 1.0 for c in shown]
-        distinct_contexts += extract_answer(shown[0]) != extract_answer(shown[1])
+        pool = rollout.columns["candidate_answers"][i]
+        assert len(pool) == 4 and extract_answer(shown[0]) == next((a for a in pool if a is not None), None)
+        if len({a for a in pool if a is not None}) > 1:  # the pool disagrees: so does the context
+            assert extract_answer(shown[0]) != extract_answer(shown[1])
+            distinct_contexts += 1
     assert distinct_contexts, "no context showed two answers: the diversity check is void"
     assert torch.isfinite(rollout.advantages).all()
