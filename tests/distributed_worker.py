@@ -86,13 +86,17 @@ def parameter_hash(model) -> str:
 
 
 class RewardCalls:
-    """A plugin-manager monitor that keeps, for each ``group_rank`` reward call, the whole rollout it was given."""
+    """A plugin-manager monitor that keeps, for each ``group_rank`` reward call, the whole rollout it was given, and
+    every other reward plugin's result."""
 
     def __init__(self):
         self.tokenizer = None
         self.calls = []
+        self.others = []
 
     def __call__(self, hook, plugin, kwargs, result):
+        if hook == "reward" and plugin != "group_rank":
+            self.others.append({"step": kwargs["ctx"].step, "plugin": plugin, "result": [float(x) for x in result]})
         if hook != "reward" or plugin != "group_rank":
             return
         rollout = kwargs["ctx"].rollout
@@ -143,6 +147,7 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         "global_step": trainer.state.global_step,
         "seen": plugins["group_rank"].seen if "group_rank" in plugins else None,
         "reward_calls": calls.calls,
+        "plugin_rewards": calls.others,
         "param_hash": parameter_hash(trainer.model),
         "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
         "seen_in_loss": plugins["injected_turn"].seen_in_loss if "injected_turn" in plugins else None,

@@ -321,4 +321,5 @@ def test_multi_turn_rollouts_on_two_processes_are_rewarded_as_on_one(launched, t
     assert len(reference["reward_calls"]) == STEPS
     for got, want in zip(ranks[0]["reward_calls"], reference["reward_calls"], strict=True):
         assert got["prompts"] == want["prompts"] and got["completion_ids"] == want["completion_ids"]
-        assert got["builtin_rewards"][name] == want["builtin_rewards"][name]
+    rewards = [call for call in reference["plugin_rewards"] if call["plugin"] == name]
+    assert len(rewards) == STEPS and ranks[0]["plugin_rewards"] == ranks[1]["plugin_rewards"] == reference["plugin_rewards"]
