@@ -49,13 +49,13 @@ def test_debate_groups_answer_after_diverse_candidates_and_both_turns_are_scored
     config = make_config(
         ["sdrl"],
         model={"name_or_path": "stackrl/arith-skills"},
-        data={"options": {"categories": ["3 steps, 1-digit", "4 steps, 1-digit"]}},
-        sdrl={"candidates": 4, "context_size": 2},
-        trainer={"per_device_train_batch_size": 16, "max_completion_length": 40},
+        data={"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
+        sdrl={"candidates": 6, "context_size": 2, "debate_share": 0.75},
+        trainer={"per_device_train_batch_size": 32, "max_completion_length": 40},
     )
     trainer = train_steps(config, steps=1)
     rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 4
-    assert rollout.columns["role"] == [SOLVE] * 8 + [RETRY] * 8
+    assert rollout.columns["role"] == [SOLVE] * 8 + [RETRY] * 24
     assert not rollout.rewards["exact_match"].isnan().any()  # both turns are solutions, scored alike
     distinct_contexts = 0
     for i, role in enumerate(rollout.columns["role"]):
@@ -69,9 +69,10 @@ def test_debate_groups_answer_after_diverse_candidates_and_both_turns_are_scored
         assert len(shown) == 2
         assert rollout.columns["context_correct"][i] == [exact_match(c, answer) == 1.0 for c in shown]
         pool = rollout.columns["candidate_answers"][i]
-        assert len(pool) == 4 and extract_answer(shown[0]) == next((a for a in pool if a is not None), None)
-        if len({a for a in pool if a is not None}) > 1:  # the pool disagrees: so does the context
-            assert extract_answer(shown[0]) != extract_answer(shown[1])
-            distinct_contexts += 1
-    assert distinct_contexts, "no context showed two answers: the diversity check is void"
+        distinct = list(dict.fromkeys(a for a in pool if a is not None))  # in the order sampled
+        assert len(pool) == 6 and extract_answer(shown[0]) == (distinct[0] if distinct else None)
+        if len(distinct) > 1:  # the pool disagrees: the context shows its first two answers
+            assert [extract_answer(c) for c in shown] == distinct[:2]
+            distinct_contexts += pool[:2] != distinct[:2]  # a context the first two samples would not give
+    assert distinct_contexts, "no pool began with a repeat: the diversity check is void"
     assert torch.isfinite(rollout.advantages).all()
