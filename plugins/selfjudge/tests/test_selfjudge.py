@@ -67,7 +67,10 @@ def test_practice_problems_join_the_pool_label_free_and_are_solved_and_judged(ma
     assert [run.pool.stats(row).label_free for row in (2, 3)] == [True, True]
     assert plugin.instruct.examples == [2, 3]  # every kept problem may be shown again
     logged = next(entry for entry in run.state.log_history if entry.get("step") == 1)
-    assert logged["selfjudge/instruct/added"] == 2 and logged["selfjudge/instruct/rejected/banned"] == 1
+    # The four requests got the same answer: "Plot" banned in each, the first request's two problems repeated in
+    # the three others.
+    assert logged["selfjudge/instruct/written"] == 12 and logged["selfjudge/instruct/added"] == 2
+    assert logged["selfjudge/instruct/rejected/banned"] == 4 and logged["selfjudge/instruct/rejected/similar"] == 6
     # The round after step 2 shows both written problems (two per request) with the two dataset problems.
     for request in writer.requests[2]:
         listed = [line.split(". ", 1)[1] for line in request.splitlines()[2:-1]]

@@ -118,12 +118,13 @@ def test_a_written_problem_stays_only_if_its_first_group_agrees_within_the_band(
 
 
 def test_a_resumed_run_writes_filters_and_draws_what_an_uninterrupted_one_does(straight, tmp_path):
-    run, _, monitor, folder = straight
+    run, writer, monitor, folder = straight
     first, _ = train(tmp_path, callbacks=[StopAt(2)], save_strategy="steps", save_steps=2)
     assert first.state.global_step == 2
     resumed_monitor = PostSteps()
-    resumed, _ = train(tmp_path, resume=True, monitor=resumed_monitor, save_strategy="steps", save_steps=2)
+    resumed, resumed_writer = train(tmp_path, resume=True, monitor=resumed_monitor, save_strategy="steps", save_steps=2)
     assert resumed_monitor.steps == [entry for entry in monitor.steps if entry[0] > 2]
+    assert resumed_writer.requests[3] == writer.requests[3]  # the same examples drawn in the same order
     assert (tmp_path / ADDED_FILE).read_text() == (folder / ADDED_FILE).read_text()
     want, got = run.pool.state_dict(), resumed.pool.state_dict()
     assert {k: v for k, v in got.items() if k != "generator"} == {k: v for k, v in want.items() if k != "generator"}
