@@ -129,7 +129,7 @@ def test_a_text_request_lists_the_examples_and_opens_the_next_number():
     ("settings", "message"),
     [
         ({"every_steps": -1}, r"serl\.self_instruct\.every_steps must be 0"),
-        ({"written_examples": 9}, r"serl\.self_instruct\.written_examples must lie in 0\.\.serl\.self_instruct\.examples"),
+        ({"written_examples": 9}, r"serl\.self_instruct\.written_examples must lie in 0\.\.serl\.self_instruct\.exa"),
         ({"min_words": 5, "max_words": 4}, r"serl\.self_instruct\.min_words"),
         ({"max_similarity": 1.5}, r"serl\.self_instruct\.max_similarity"),
     ],
@@ -150,7 +150,8 @@ def pool_of(section: DataSection) -> Pool:
 
 def test_a_written_row_gets_the_prompt_the_data_section_makes():
     text = PoolAccess(pool_of(DataSection(prompt_template="Q: {question}\n")), "serl", 4)
-    assert text.format_row({"question": "What is 2 + 2?"}) == {"question": "What is 2 + 2?", "prompt": "Q: What is 2 + 2?\n"}
+    row = text.format_row({"question": "What is 2 + 2?"})
+    assert row == {"question": "What is 2 + 2?", "prompt": "Q: What is 2 + 2?\n"}
     assert not text.chat
     chat = PoolAccess(pool_of(DataSection(chat=True, system_prompt="Be brief.")), "serl", 4)
     assert chat.chat

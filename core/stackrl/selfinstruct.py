@@ -70,7 +70,7 @@ def rouge_l(candidate, reference) -> float:
     return 2 * lcs_length(a, b) / (len(a) + len(b)) if a and b else 0.0
 
 
-# -- reading and reviewing written problems -----------------------------------------------------------------------------
+# -- reading and reviewing written problems ----------------------------------------------------------------------------
 
 _ITEM = re.compile(r"(?:^|\n)[ \t]*\d+\.(?:\s+|$)")  # a numbered item's start: "7. " at the start of a line
 
@@ -82,7 +82,8 @@ def parse_problems(text: str, continued: bool) -> list[str]:
     request ended with the next item's number, so the text before the first number is that item.
     """
     starts = list(_ITEM.finditer(text))
-    items = [text[m.end() : (starts[k + 1].start() if k + 1 < len(starts) else len(text))] for k, m in enumerate(starts)]
+    ends = [m.start() for m in starts[1:]] + [len(text)]
+    items = [text[m.end() : end] for m, end in zip(starts, ends)]
     if continued:
         items.insert(0, text[: starts[0].start()] if starts else text)
     return [problem for problem in (" ".join(item.split()) for item in items) if problem]
@@ -245,7 +246,8 @@ class SelfInstruct:
         return seeds
 
     def state_dict(self) -> dict:
-        return {"written": dict(self.written), "examples": list(self.examples), "generator": self._generator.get_state()}
+        return {"written": dict(self.written), "examples": list(self.examples),
+                "generator": self._generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
         self.written = {int(i): text for i, text in state["written"].items()}

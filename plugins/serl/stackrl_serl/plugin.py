@@ -120,8 +120,8 @@ class SeRL(Plugin):
 
     @hookimpl
     def state_dict(self):
-        return {"instruct": self.instruct.state_dict(), "pending": sorted(self.pending), "batches_seen": self.batches_seen,
-                "dataset_muted": self.dataset_muted}
+        return {"instruct": self.instruct.state_dict(), "pending": sorted(self.pending),
+                "batches_seen": self.batches_seen, "dataset_muted": self.dataset_muted}
 
     @hookimpl
     def load_state_dict(self, state):

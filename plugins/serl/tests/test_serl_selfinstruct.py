@@ -128,7 +128,7 @@ def test_a_resumed_run_writes_filters_and_draws_what_an_uninterrupted_one_does(s
     assert (tmp_path / ADDED_FILE).read_text() == (folder / ADDED_FILE).read_text()
     want, got = run.pool.state_dict(), resumed.pool.state_dict()
     assert {k: v for k, v in got.items() if k != "generator"} == {k: v for k, v in want.items() if k != "generator"}
-    assert resumed.plugins.plugins["serl"].state_dict()["pending"] == run.plugins.plugins["serl"].state_dict()["pending"]
+    assert resumed.plugins.plugins["serl"].pending == run.plugins.plugins["serl"].pending
     for name, p in run.model.named_parameters():
         assert torch.equal(p, dict(resumed.model.named_parameters())[name]), name
 
