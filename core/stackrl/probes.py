@@ -80,7 +80,7 @@ def _build(context: list[int], trajectory: list[int], probes) -> tuple[_Tree, li
 
     The tree is rooted at the context's last token (it predicts the first trajectory token and any probe at
     branch 0); the rest of the context is read once per batch into the KV cache. A probe's last token predicts
-    nothing, so it is only a target, never a node: the tree holds just the tokens some log-prob is read after.
+    nothing, so it is only a target, never a node.
     """
     tree = _Tree([context[-1], *trajectory])
     child, predicted_from = tree.child, []
