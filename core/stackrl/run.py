@@ -23,7 +23,6 @@ from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
 from stackrl.plots import METRICS_FILE, MetricsFile, plot_runs
 from stackrl.preflight import check_inputs
-from stackrl.weights import reward_schedules
 from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.trainer import (
     StackTrainer,
@@ -32,6 +31,7 @@ from stackrl.trainer import (
     loss_weights_by_name,
     reward_components,
 )
+from stackrl.weights import reward_schedules
 
 CONFIG_FILE = "stackrl_config.yaml"
 EVAL_FILE = "eval.json"

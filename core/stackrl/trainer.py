@@ -112,7 +112,9 @@ def loss_weights_by_name(weights: dict[str, float] | None, names: list[str]) -> 
     weights = dict(weights or {})
     for name in weights:
         if name not in names:
-            raise ConfigError(f"losses.{name}: no loss term of that name in this run; available: {', '.join(names) or 'none'}")
+            raise ConfigError(
+                f"losses.{name}: no loss term of that name in this run; available: {', '.join(names) or 'none'}"
+            )
     return {name: float(weights.get(name, 1.0)) for name in names}
 
 
@@ -127,8 +129,8 @@ class StackTrainer(GRPOTrainer):
     ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
     reference answer comes from the dataset column ``answer_column``. ``reward_weights`` maps component names to
     weights or weight schedules (:mod:`stackrl.weights`; default: the plugin's ``reward_weight()``, 1.0 for the
-    built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name -> text) are written into
-    every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
+    built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
+    text) are written into every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
     outcome reward ``truth_metric``.
