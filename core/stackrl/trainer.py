@@ -53,6 +53,7 @@ from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
 from stackrl.truth import TRUTH_COLUMN, truth_figures
+from stackrl.weights import reward_schedules
 
 logger = logging.getLogger(__name__)
 
@@ -107,25 +108,30 @@ def reward_components(outcome_rewards, plugins: PluginManager) -> list[str]:
     return components
 
 
-def weights_by_name(section: str, weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
-    """A weight for each of ``names`` (default 1.0); a weight for any other name is a config error."""
+def loss_weights_by_name(weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
+    """A weight for each loss term of ``names`` (default 1.0); a weight for any other name is a config error."""
     weights = dict(weights or {})
     for name in weights:
         if name not in names:
-            kind = "reward component" if section == "rewards" else "loss term"
             raise ConfigError(
-                f"{section}.{name}: no {kind} of that name in this run; available: {', '.join(names) or 'none'}"
+                f"losses.{name}: no loss term of that name in this run; available: {', '.join(names) or 'none'}"
             )
     return {name: float(weights.get(name, 1.0)) for name in names}
+
+
+def default_reward_weights(plugins: PluginManager) -> dict:
+    """Each reward plugin's own weight (or schedule) for its component, where the config's ``rewards`` gives none."""
+    return {name: plugins.plugins[name].reward_weight() for name in plugins.implementers("reward")}
 
 
 class StackTrainer(GRPOTrainer):
     """A GRPOTrainer whose rollouts, rewards, advantages and losses plugins can change.
 
     ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
-    reference answer comes from the dataset column ``answer_column``. ``reward_weights`` and ``loss_weights`` map
-    component and loss-term names to weights (default 1.0). ``run_files`` (file name -> text) are written into
-    every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
+    reference answer comes from the dataset column ``answer_column``. ``reward_weights`` maps component names to
+    weights or weight schedules (:mod:`stackrl.weights`; default: the plugin's ``reward_weight()``, 1.0 for the
+    built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
+    text) are written into every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
     outcome reward ``truth_metric``. ``prompt_format`` makes a prompt from a row's columns as the training data's
@@ -156,13 +162,13 @@ class StackTrainer(GRPOTrainer):
         self._log_samples = log_samples
         self._truth_metric = truth_metric
         self._samples_logged_at: int | None = None
-        self._loss_weights = weights_by_name("losses", loss_weights, plugins.implementers("loss_term"))
+        self._loss_weights = loss_weights_by_name(loss_weights, plugins.implementers("loss_term"))
         components = reward_components(self._outcome_rewards, plugins)
-        weights = weights_by_name("rewards", reward_weights, components)
+        self._reward_schedules = reward_schedules(reward_weights, components, default_reward_weights(plugins))
         grpo_args = kwargs["args"]
         if grpo_args.reward_weights is not None:
             raise ConfigError("trainer.reward_weights is set by stackrl from 'rewards'; remove it from 'trainer'")
-        grpo_args.reward_weights = [weights[name] for name in components]
+        grpo_args.reward_weights = [self._reward_schedules[name].at(0) for name in components]
         self._rollouts: dict[str, Rollout] = {}
         self._local_prompt_ids: list[list[int]] = []
         self._added_columns: dict[str, list] = {}  # what generate_rollout returned for the whole batch
@@ -403,6 +409,7 @@ class StackTrainer(GRPOTrainer):
             loss_mask=self._added_loss_mask,
         )
         self._rollouts[self._mode] = rollout
+        self._weigh_rewards(self.state.global_step)
         self._compute_reward_components(rollout)
         if TRUTH_COLUMN in rows[0][0]:
             truth = [r[0][TRUTH_COLUMN] for r in rows]
@@ -410,6 +417,15 @@ class StackTrainer(GRPOTrainer):
             for name, value in truth_figures(rollout, truth, check, self._truth_metric == "math_verify").items():
                 self._log_metric_now(name, value)
         return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
+    def _weigh_rewards(self, step: int) -> None:
+        """TRL's ``reward_weights`` for this rollout: each component's schedule at ``step``; a scheduled weight is
+        logged (``reward_weight/<component>``), so a run shows when a component was muted."""
+        weights = [self._reward_schedules[name].at(step) for name in self.reward_func_names]
+        self.reward_weights = torch.tensor(weights, dtype=torch.float32)
+        for name, weight in zip(self.reward_func_names, weights):
+            if not self._reward_schedules[name].constant:
+                self._log_metric_now(f"reward_weight/{name}", weight)
 
     def _compute_reward_components(self, rollout: Rollout) -> None:
         # Rows of a role that answers no question (a verdict, a reflection) are the plugin's to score.
