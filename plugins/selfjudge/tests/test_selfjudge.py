@@ -1,6 +1,6 @@
-"""selfjudge: the conformance suite, and what its defaults ask and read (the judge's general rules:
-tests/test_judges.py).
-Its mechanism test on the built-in judging model, stackrl/arith-skills, is still to come."""
+"""selfjudge: the conformance suite, what its defaults ask and read (the judge's general rules:
+tests/test_judges.py), and its mechanism on the built-in judging model, stackrl/arith-skills: its verdicts on its
+own solutions rank right above wrong within each problem's group (stackrl.testing.judging.JudgingMechanism)."""
 
 from transformers import AutoTokenizer
 
@@ -8,12 +8,17 @@ from stackrl.judges import Mode, parse_judgement
 from stackrl.tasks import arith_tiny_path
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout
+from stackrl.testing.judging import JudgingMechanism
 from stackrl_selfjudge import SelfJudge
 
 
 class TestConformance(PluginConformance):
     plugin_name = "selfjudge"
     plugin_settings = {"selfjudge": {"max_new_tokens": 8}}
+
+
+class TestMechanism(JudgingMechanism):
+    plugin_name = "selfjudge"
 
 
 def test_it_asks_for_a_check_of_its_own_solution_and_reads_the_verdict_line():
