@@ -17,10 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
-import yaml
 
 from stackrl.rewards import exact_match
-from stackrl.truth import PREFIX, auroc
+from stackrl.truth import auroc
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
 
@@ -88,17 +87,13 @@ FIGURES = ("pass@1", "judge", "auroc", "within_group_auroc", "groups_split", "ma
 def load(plugin: str, method: str, seed: int, steps: int, folder: Path, overrides=()):
     """``plugin``'s CPU recipe as ``method`` runs it: label-free with the plugin, or ``grpo``: without it, on the
     answers the plugin never sees (exact_match), the same steps and settings otherwise."""
-    from stackrl.config import load_config
+    from stackrl.testing.heldout import recipe_config
 
-    tree = yaml.safe_load((RECIPES / f"{plugin}-cpu.yaml").read_text())
-    if method == "grpo":
-        tree["plugins"], tree["rewards"] = [], {"exact_match": 1.0}
-        tree["data"]["label_free"] = False
-        del tree[plugin]
-    path = folder / f"{method}-{seed}.yaml"
-    path.write_text(yaml.safe_dump({**tree, "output_dir": str(folder / f"{method}-{seed}")}, sort_keys=False))
-    settings = [f"trainer.seed={seed}", f"trainer.max_steps={steps}", "trainer.disable_tqdm=true", *overrides]
-    return load_config([path], settings)
+    grpo = method == "grpo"
+    answers = ["rewards.exact_match=1.0", "data.label_free=false"] if grpo else []
+    return recipe_config(RECIPES / f"{plugin}-cpu.yaml", plugins=not grpo, seed=seed, steps=steps,
+                         output_dir=folder / f"{method}-{seed}",
+                         overrides=["trainer.disable_tqdm=true", *answers, *overrides])
 
 
 def train_judged(config, plugin: str):
@@ -134,20 +129,20 @@ def heldout(model, tokenizer, config) -> dict[str, float]:
 
 class JudgingMechanism:
     """The mechanism of a judging plugin, short: two label-free steps of its CPU recipe on stackrl/arith-skills,
-    64 completions a step. The policy's judgements of its own solutions, made without the answers, rank the right
-    solutions of a question above its wrong ones, well off chance, so GRPO's advantages favour right solutions.
-    The margins hold a judge of the model's measured quality (within-group AUROC about 0.76 over these steps),
-    and fail a judge whose verdict is inverted or ignores the attempt (0.5 or below). A plugin's test module
-    subclasses it as ``TestMechanism`` and sets ``plugin_name``."""
+    64 completions a step. The policy's judgements of its own solutions, made without the answers, rank its right
+    solutions above its wrong ones, across the batch and within each question's group, so GRPO's advantages favour
+    right solutions. The margins hold a judge of the model's measured quality (over seeds 0 to 2, AUROC 0.68 to
+    0.77 across the batch and 0.66 to 0.80 within groups) and fail an inverted judge or one blind to the attempt
+    (0.5 or below). A plugin's test module subclasses it as ``TestMechanism`` and sets ``plugin_name``."""
 
     plugin_name = ""
 
-    def test_its_judgements_of_its_own_solutions_rank_right_above_wrong_within_groups(self, tmp_path):
+    def test_its_judgements_of_its_own_solutions_rank_right_above_wrong(self, tmp_path):
         config = load(self.plugin_name, self.plugin_name, seed=0, steps=2, folder=tmp_path,
                       overrides=["trainer.per_device_train_batch_size=64"])
         _, figures = train_judged(config, self.plugin_name)
         assert figures["malformed"] < 0.1, figures  # the verdict line is read: no reward is lost to parsing
-        assert figures["within_group_auroc"] > 0.62, figures
+        assert figures["auroc"] > 0.6 and figures["within_group_auroc"] > 0.6, figures
         assert figures["groups_split"] > 0.3, figures  # groups GRPO learns from, with no answer read
         assert figures["advantage_right"] > 0.1 > -0.1 > figures["advantage_wrong"], figures
 
