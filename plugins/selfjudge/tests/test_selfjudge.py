@@ -1,6 +1,8 @@
 """selfjudge: the conformance suite, what its defaults ask and read (the judge's general rules:
-tests/test_judges.py), and its practice-problem loop in a real run of the built-in judging model,
-stackrl/arith-skills, with the problem writing scripted (the rules of self-instruction: tests/test_selfinstruct.py)."""
+tests/test_judges.py), its mechanism on the built-in judging model, stackrl/arith-skills: its verdicts on its own
+solutions rank right above wrong (stackrl.testing.judging.JudgingMechanism), and its practice-problem loop in a
+real run of that model, with the problem writing scripted (the rules of self-instruction:
+tests/test_selfinstruct.py)."""
 
 from transformers import AutoTokenizer
 
@@ -9,6 +11,7 @@ from stackrl.run import build_trainer
 from stackrl.tasks import JUDGE_TEMPLATE, arith_tiny_path
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout
+from stackrl.testing.judging import JudgingMechanism
 from stackrl.testing.scripted import script_problems
 from stackrl_selfjudge import SelfJudge
 
@@ -16,6 +19,10 @@ from stackrl_selfjudge import SelfJudge
 class TestConformance(PluginConformance):
     plugin_name = "selfjudge"
     plugin_settings = {"selfjudge": {"max_new_tokens": 8}}
+
+
+class TestMechanism(JudgingMechanism):
+    plugin_name = "selfjudge"
 
 
 def test_it_asks_for_a_check_of_its_own_solution_and_reads_the_verdict_line():
