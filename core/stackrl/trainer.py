@@ -259,7 +259,8 @@ class StackTrainer(GRPOTrainer):
         excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
         if excluded:
             self._exclude_from_loss(output, local, excluded)
-        if training:
+        if training and (self.plugins.has("train_begin") or self.plugins.has("post_step")):
+            # Only the hooks that see ctx.pool read its statistics; a run without them skips the per-group loop.
             self._record_pool_batch(self._rollout_pool_ids)
         return output
 
