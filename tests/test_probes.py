@@ -26,20 +26,21 @@ def policy(tiny_model_dir, tmp_path_factory):
     return build_trainer(config)._shared_policy
 
 
-def one_by_one(policy, **options):
+def one_by_one(policy, contexts, trajectories, probes, **options):
     """Each probe scored alone, as its own context + trajectory[:branch] and continuation."""
     rows = []
-    for context, trajectory, probes in zip(CONTEXTS, TRAJECTORIES, PROBES):
+    for context, trajectory, probes in zip(contexts, trajectories, probes):
         for branch, ids in probes:
             alone = policy.score([context + trajectory[:branch]], [ids], **options)
             rows.append(alone)
     return rows
 
 
-def assert_equal_to_one_by_one(policy, batch_size, **options):
-    fast = policy.score_probes(CONTEXTS, TRAJECTORIES, PROBES, batch_size=batch_size, **options)
-    naive = one_by_one(policy, **options)
-    assert fast.logprobs.shape[0] == len(naive) == sum(map(len, PROBES))
+def assert_equal_to_one_by_one(policy, batch_size, contexts=CONTEXTS, trajectories=TRAJECTORIES, probes=PROBES,
+                               **options):
+    fast = policy.score_probes(contexts, trajectories, probes, batch_size=batch_size, **options)
+    naive = one_by_one(policy, contexts, trajectories, probes, **options)
+    assert fast.logprobs.shape[0] == len(naive) == sum(map(len, probes))
     for row, alone in enumerate(naive):
         n = int(alone.mask.sum())
         assert fast.mask[row].sum() == n
@@ -53,6 +54,47 @@ def assert_equal_to_one_by_one(policy, batch_size, **options):
 def test_one_forward_equals_probe_by_probe(policy, batch_size):
     assert supports_tree_mask(policy._trainer.model)
     assert_equal_to_one_by_one(policy, batch_size, topk=2, temperature=0.7)
+
+
+@pytest.fixture
+def forwards(policy):
+    """The shapes of ``input_ids`` and of the attention mask of every forward of the policy, in order."""
+    shapes = []
+    hook = policy._trainer.model.register_forward_pre_hook(
+        lambda _, args, kwargs: shapes.append((tuple(kwargs["input_ids"].shape), tuple(kwargs["attention_mask"].shape))),
+        with_kwargs=True,
+    )
+    yield shapes
+    hook.remove()
+
+
+def test_trees_of_one_prompt_read_it_once(policy, forwards):
+    # Trajectories 0, 1 and 3 share a prompt, 2 has a one-token context (nothing to cache), 4 a prompt of its own.
+    contexts = [CONTEXTS[0], CONTEXTS[0], [10], CONTEXTS[0], CONTEXTS[2]]
+    trajectories = [*TRAJECTORIES, TRAJECTORIES[0], TRAJECTORIES[1]]
+    probes = [*PROBES, PROBES[2][:2], PROBES[1]]
+    assert_equal_to_one_by_one(policy, 5, contexts, trajectories, probes, topk=2)
+    # One forward over the three distinct prompts less their last tokens (4, 0 and 3 tokens), then one over the
+    # five trees (their roots, trajectories and probes), whose mask spans the cache and the tree.
+    (prompts, prompt_mask), (trees, tree_mask) = forwards[:2]
+    assert prompts == (3, 4) and prompt_mask == (3, 1, 4, 4)
+    assert trees[0] == 5 and tree_mask == (5, 1, trees[1], 4 + trees[1])
+
+
+def test_one_token_contexts_need_no_cache(policy, forwards):
+    contexts = [[10], [11]]
+    assert_equal_to_one_by_one(policy, 2, contexts, TRAJECTORIES[:2], PROBES[:2], topk=1)
+    trees, tree_mask = forwards[0]
+    assert trees[0] == 2 and tree_mask == (2, 1, trees[1], trees[1])
+
+
+def test_a_model_that_returns_no_cache_is_refused(policy):
+    hook = policy._trainer.model.register_forward_hook(lambda _, args, output: setattr(output, "cache", None))
+    try:
+        with pytest.raises(StackrlError, match="returned no KV cache"):
+            policy.score_probes(CONTEXTS, TRAJECTORIES, PROBES)
+    finally:
+        hook.remove()
 
 
 def test_eager_attention_takes_the_additive_mask(policy):

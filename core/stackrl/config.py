@@ -23,6 +23,7 @@ from stackrl.manager import InstalledPlugin, find_plugin, installed_plugins
 from stackrl.origins import KeyOrigins
 from stackrl.plugin import Plugin
 from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.weights import schedule
 
 
 @dataclass
@@ -89,7 +90,8 @@ class StackConfig:
     model: ModelSection = field(default_factory=ModelSection)
     data: DataSection = field(default_factory=DataSection)
     plugins: List[str] = field(default_factory=list)  # order = call order
-    rewards: Dict[str, Optional[float]] = field(default_factory=dict)  # component -> weight; null turns it off
+    # component -> weight, or a schedule {step: weight} (stackrl.weights); null turns a built-in reward off
+    rewards: Dict[str, Any] = field(default_factory=dict)
     losses: Dict[str, float] = field(default_factory=dict)  # plugin loss term -> weight
     exclusive: Dict[str, str] = field(default_factory=dict)  # exclusive hook -> winning plugin
     trainer: Dict[str, Any] = field(default_factory=dict)  # passed to trl.GRPOConfig
@@ -291,6 +293,8 @@ def _check_semantics(config: LoadedConfig) -> None:
             raise ConfigError(
                 f"rewards.{name}: null turns off a built-in outcome reward; give a plugin's component weight 0 instead"
             )
+        if weight is not None:
+            schedule(weight, f"rewards.{name}")
     if config.host.eval.metric not in OUTCOME_REWARDS:
         raise ConfigError(
             f"eval.metric must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not '{config.host.eval.metric}'"

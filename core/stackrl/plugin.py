@@ -25,6 +25,12 @@ class Plugin:
     def __init__(self, config=None):
         self.config = config if config is not None else self.Config()
 
+    def reward_weight(self):
+        """The weight of this plugin's reward component where the config's ``rewards`` names it not: a number or a
+        schedule ``{step: weight}`` (:mod:`stackrl.weights`), so a method whose reward belongs to one phase of
+        training can mute it at that phase's end. A weight the config gives replaces it."""
+        return 1.0
+
     def needs_rewards(self) -> dict[str, str]:
         """The reward components this plugin reads from ``ctx.rollout.rewards``, each under the field of ``Config``
         that names it (``{"correct_reward": "exact_match"}``). A stack that lacks one is refused before training."""

@@ -404,7 +404,8 @@ class PolicyAccess:
         ``probes[i]`` lists ``(branch, probe_ids)`` pairs: ``probe_ids`` continue ``contexts[i] +
         trajectories[i][:branch]``. ``contexts`` are token-id lists or prompts, as for :meth:`score`. The result
         has one row per probe, trajectory after trajectory, and equals ``score`` of each ``context +
-        trajectory[:branch]`` with its ``probe_ids``; the shared prefix is read once (:mod:`stackrl.probes`).
+        trajectory[:branch]`` with its ``probe_ids``; the shared prefix is read once, and a context shared by
+        trajectories of one batch once for all of them (:mod:`stackrl.probes`).
         Models whose attention takes no 4-D mask are scored exactly that way, probe by probe. No gradient.
         """
         from stackrl.probes import check_probes, probe_logprobs, supports_tree_mask
@@ -432,7 +433,8 @@ class PolicyAccess:
         items = self._local([item for item in zip(contexts, trajectories, probes) if item[2]])
         batch_size = batch_size or trainer.args.per_device_train_batch_size
         pad_id = trainer.processing_class.pad_token_id
-        # Batched by size, so that a batch's rows pad to about the same width; the results go back in order.
+        # Batched by size, so that a batch's rows pad to about the same width (a group's completions, alike in size,
+        # tend to share a batch and with it one read of their prompt); the results go back in order.
         order = sorted(range(len(items)), key=lambda i: len(items[i][0]) + len(items[i][1]) + sum(
             len(ids) for _, ids in items[i][2]))
         rows = [None] * len(items)

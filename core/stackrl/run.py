@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -16,7 +17,7 @@ from trl import GRPOConfig
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
-from stackrl.data import load_prompts
+from stackrl.data import format_prompt, load_prompts
 from stackrl.errors import ConfigError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
@@ -24,7 +25,14 @@ from stackrl.modeling import load_model, load_tokenizer
 from stackrl.plots import METRICS_FILE, MetricsFile, plot_runs
 from stackrl.preflight import check_inputs
 from stackrl.rewards import OUTCOME_REWARDS
-from stackrl.trainer import StackTrainer, last_checkpoint, reward_components, weights_by_name
+from stackrl.trainer import (
+    StackTrainer,
+    default_reward_weights,
+    last_checkpoint,
+    loss_weights_by_name,
+    reward_components,
+)
+from stackrl.weights import reward_schedules
 
 CONFIG_FILE = "stackrl_config.yaml"
 EVAL_FILE = "eval.json"
@@ -41,7 +49,8 @@ def outcome_rewards(config: LoadedConfig) -> dict:
     return {name: OUTCOME_REWARDS[name] for name, w in config.host.rewards.items() if w is not None and name in OUTCOME_REWARDS}
 
 
-def reward_weights(config: LoadedConfig) -> dict[str, float]:
+def reward_weights(config: LoadedConfig) -> dict:
+    """Each reward component the config weighs: a number or a schedule (:mod:`stackrl.weights`)."""
     return {name: w for name, w in config.host.rewards.items() if w is not None}
 
 
@@ -55,8 +64,8 @@ def validate(config: LoadedConfig) -> tuple[PluginManager, list[str]]:
     with config.origins.naming():
         manager = build_plugin_manager(config)
         components = reward_components(outcome_rewards(config), manager)
-        weights_by_name("rewards", reward_weights(config), components)
-        weights_by_name("losses", config.host.losses, manager.implementers("loss_term"))
+        reward_schedules(reward_weights(config), components, default_reward_weights(manager))
+        loss_weights_by_name(config.host.losses, manager.implementers("loss_term"))
         _check_needed_rewards(manager, components)
         grpo_args(config)
         notes = check_inputs(config)
@@ -187,6 +196,7 @@ def build_trainer(
         run_files=files,
         log_samples=host.log_samples,
         truth_metric=host.eval.metric,
+        prompt_format=functools.partial(format_prompt, host.data),
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )

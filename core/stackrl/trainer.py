@@ -26,6 +26,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from accelerate.utils import gather_object
@@ -52,6 +53,7 @@ from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
 from stackrl.truth import TRUTH_COLUMN, truth_figures
+from stackrl.weights import reward_schedules
 
 logger = logging.getLogger(__name__)
 
@@ -106,28 +108,34 @@ def reward_components(outcome_rewards, plugins: PluginManager) -> list[str]:
     return components
 
 
-def weights_by_name(section: str, weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
-    """A weight for each of ``names`` (default 1.0); a weight for any other name is a config error."""
+def loss_weights_by_name(weights: dict[str, float] | None, names: list[str]) -> dict[str, float]:
+    """A weight for each loss term of ``names`` (default 1.0); a weight for any other name is a config error."""
     weights = dict(weights or {})
     for name in weights:
         if name not in names:
-            kind = "reward component" if section == "rewards" else "loss term"
             raise ConfigError(
-                f"{section}.{name}: no {kind} of that name in this run; available: {', '.join(names) or 'none'}"
+                f"losses.{name}: no loss term of that name in this run; available: {', '.join(names) or 'none'}"
             )
     return {name: float(weights.get(name, 1.0)) for name in names}
+
+
+def default_reward_weights(plugins: PluginManager) -> dict:
+    """Each reward plugin's own weight (or schedule) for its component, where the config's ``rewards`` gives none."""
+    return {name: plugins.plugins[name].reward_weight() for name in plugins.implementers("reward")}
 
 
 class StackTrainer(GRPOTrainer):
     """A GRPOTrainer whose rollouts, rewards, advantages and losses plugins can change.
 
     ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
-    reference answer comes from the dataset column ``answer_column``. ``reward_weights`` and ``loss_weights`` map
-    component and loss-term names to weights (default 1.0). ``run_files`` (file name -> text) are written into
-    every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
+    reference answer comes from the dataset column ``answer_column``. ``reward_weights`` maps component names to
+    weights or weight schedules (:mod:`stackrl.weights`; default: the plugin's ``reward_weight()``, 1.0 for the
+    built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
+    text) are written into every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
-    outcome reward ``truth_metric``.
+    outcome reward ``truth_metric``. ``prompt_format`` makes a prompt from a row's columns as the training data's
+    were made (``ctx.pool.format_row``, for rows plugins write).
     """
 
     def __init__(
@@ -141,6 +149,7 @@ class StackTrainer(GRPOTrainer):
         run_files: dict[str, str] | None = None,
         log_samples: int = 0,
         truth_metric: str = "exact_match",
+        prompt_format: Callable[[dict], Any] | None = None,
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -148,17 +157,18 @@ class StackTrainer(GRPOTrainer):
         self.plugins = plugins
         self._outcome_rewards = dict(outcome_rewards or {})
         self._answer_column = answer_column
+        self._prompt_format = prompt_format
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
         self._truth_metric = truth_metric
         self._samples_logged_at: int | None = None
-        self._loss_weights = weights_by_name("losses", loss_weights, plugins.implementers("loss_term"))
+        self._loss_weights = loss_weights_by_name(loss_weights, plugins.implementers("loss_term"))
         components = reward_components(self._outcome_rewards, plugins)
-        weights = weights_by_name("rewards", reward_weights, components)
+        self._reward_schedules = reward_schedules(reward_weights, components, default_reward_weights(plugins))
         grpo_args = kwargs["args"]
         if grpo_args.reward_weights is not None:
             raise ConfigError("trainer.reward_weights is set by stackrl from 'rewards'; remove it from 'trainer'")
-        grpo_args.reward_weights = [weights[name] for name in components]
+        grpo_args.reward_weights = [self._reward_schedules[name].at(0) for name in components]
         self._rollouts: dict[str, Rollout] = {}
         self._local_prompt_ids: list[list[int]] = []
         self._added_columns: dict[str, list] = {}  # what generate_rollout returned for the whole batch
@@ -249,7 +259,8 @@ class StackTrainer(GRPOTrainer):
         excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
         if excluded:
             self._exclude_from_loss(output, local, excluded)
-        if training:
+        if training and (self.plugins.has("train_begin") or self.plugins.has("post_step")):
+            # Only the hooks that see ctx.pool read its statistics; a run without them skips the per-group loop.
             self._record_pool_batch(self._rollout_pool_ids)
         return output
 
@@ -259,7 +270,8 @@ class StackTrainer(GRPOTrainer):
         if dataset is None or POOL_ROW not in getattr(dataset, "column_names", ()):
             return None
         written = added_file(self.args.output_dir) if self.is_world_process_zero() else None
-        return Pool(dataset, seed=self.args.seed, answer_column=self._answer_column, added_file=written)
+        return Pool(dataset, seed=self.args.seed, answer_column=self._answer_column, added_file=written,
+                    format_prompt=self._prompt_format)
 
     def _pool_rows(self, n_local: int) -> list[dict]:
         """This process's rows of the next batch the pool draws: each problem ``num_generations`` times in a row."""
@@ -398,6 +410,7 @@ class StackTrainer(GRPOTrainer):
             loss_mask=self._added_loss_mask,
         )
         self._rollouts[self._mode] = rollout
+        self._weigh_rewards(self.state.global_step)
         self._compute_reward_components(rollout)
         if TRUTH_COLUMN in rows[0][0]:
             truth = [r[0][TRUTH_COLUMN] for r in rows]
@@ -405,6 +418,15 @@ class StackTrainer(GRPOTrainer):
             for name, value in truth_figures(rollout, truth, check, self._truth_metric == "math_verify").items():
                 self._log_metric_now(name, value)
         return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
+    def _weigh_rewards(self, step: int) -> None:
+        """TRL's ``reward_weights`` for this rollout: each component's schedule at ``step``; a scheduled weight is
+        logged (``reward_weight/<component>``), so a run shows when a component was muted."""
+        weights = [self._reward_schedules[name].at(step) for name in self.reward_func_names]
+        self.reward_weights = torch.tensor(weights, dtype=torch.float32)
+        for name, weight in zip(self.reward_func_names, weights):
+            if not self._reward_schedules[name].constant:
+                self._log_metric_now(f"reward_weight/{name}", weight)
 
     def _compute_reward_components(self, rollout: Rollout) -> None:
         # Rows of a role that answers no question (a verdict, a reflection) are the plugin's to score.

@@ -1,6 +1,7 @@
-"""sirlc: the conformance suite, and what its defaults ask and read (the judge's general rules, the likelihood
-score among them: tests/test_judges.py).
-Its mechanism test on the built-in judging model, stackrl/arith-skills, is still to come."""
+"""sirlc: the conformance suite, what its defaults ask and read (the judge's general rules, the likelihood score
+among them: tests/test_judges.py), and its mechanism on the built-in judging model, stackrl/arith-skills, with
+the CPU recipe's generated grades: the grades of its own answers rank right above wrong within each question's
+group (stackrl.testing.judging.JudgingMechanism)."""
 
 from transformers import AutoTokenizer
 
@@ -8,12 +9,17 @@ from stackrl.judges import Mode, Scale
 from stackrl.tasks import arith_tiny_path
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout
+from stackrl.testing.judging import JudgingMechanism
 from stackrl_sirlc import SIRLC
 
 
 class TestConformance(PluginConformance):
     plugin_name = "sirlc"
     plugin_settings = {"sirlc": {"max_new_tokens": 8}}
+
+
+class TestMechanism(JudgingMechanism):
+    plugin_name = "sirlc"
 
 
 def test_it_asks_whether_the_answer_is_correct_and_scores_the_yes_no_likelihood():

@@ -1,5 +1,7 @@
-"""ssr: the conformance suite, and what its defaults ask and read (the judge's general rules: tests/test_judges.py).
-Its claim is about translation, which the built-in task cannot show."""
+"""ssr: the conformance suite, what its defaults ask and read (the judge's general rules: tests/test_judges.py),
+and its mechanism on the built-in judging model, stackrl/arith-skills: the live policy's judgements of its own
+outputs rank right above wrong within each prompt's group (stackrl.testing.judging.JudgingMechanism), with the
+verdict standing in for the 0-100 score. Its claim is about translation, which the built-in task cannot show."""
 
 from transformers import AutoTokenizer
 
@@ -7,12 +9,17 @@ from stackrl.judges import Mode, parse_judgement
 from stackrl.tasks import arith_tiny_path
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout
+from stackrl.testing.judging import JudgingMechanism
 from stackrl_ssr import SSR
 
 
 class TestConformance(PluginConformance):
     plugin_name = "ssr"
     plugin_settings = {"ssr": {"max_new_tokens": 8}}
+
+
+class TestMechanism(JudgingMechanism):
+    plugin_name = "ssr"
 
 
 def test_it_asks_for_a_score_out_of_100_with_zero_for_the_wrong_language_and_reads_it():
