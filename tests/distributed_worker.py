@@ -4,11 +4,13 @@
 
 SPEC.json holds ``model_dir``, ``out`` (a folder) and ``runs``: a list of ``{"name", "plugins", "sections"}``
 (``sections`` merge over the tiny defaults of :func:`stackrl.testing.tiny.tiny_config`; with ``"job": true`` a run
-is the whole ``stackrl train`` job and its report holds its evaluations only). The runs train one after
+is the whole ``stackrl train`` job and its report holds its evaluations only; ``"scripted_problems"`` scripts a
+plugin's problem writing, :func:`stackrl.testing.scripted.script_problems`). The runs train one after
 the other in the same processes (one launch pays the interpreter and import start-up once). For each run, each rank
 writes ``<out>/<name>/rank<N>.json``: what ``group_rank`` saw (its ``seen`` list), every rollout its ``reward`` hook
 was called with (prompts, completion ids, built-in rewards, its result), the final parameter hash and the global
-step; and ``<out>/<name>/rank<N>-trainable.pt``, the trainable parameters by name (a LoRA run's adapter).
+step, the prompt pool's state (its generator left out); and ``<out>/<name>/rank<N>-trainable.pt``, the trainable
+parameters by name (a LoRA run's adapter).
 Without torchrun (no ``RANK`` in the environment) it runs as one process; the tests also call :func:`run_one`
 in-process for the single-process reference.
 """
@@ -131,6 +133,10 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         return report
     calls = RewardCalls()
     trainer = build_trainer(config, monitor=calls)
+    if run.get("scripted_problems"):  # {"plugin", "texts": {step: [text, ...]}}: see stackrl.testing.scripted
+        from stackrl.testing.scripted import script_problems
+
+        script_problems(trainer, run["scripted_problems"]["plugin"], run["scripted_problems"]["texts"])
     calls.tokenizer = trainer.processing_class  # hooks run only once training starts
     trainer.train()
     plugins = trainer.plugins.plugins
@@ -147,6 +153,9 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
         "seen_in_loss": plugins["injected_turn"].seen_in_loss if "injected_turn" in plugins else None,
         "pool_drawn": plugins["pool_steer"].drawn if "pool_steer" in plugins else None,
+        "pool": None if trainer.pool is None else {
+            k: v for k, v in trainer.pool.state_dict().items() if k != "generator"
+        },
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{rank}.json").write_text(json.dumps(report))

@@ -48,7 +48,7 @@ def test_the_readme_states_the_recorded_figures():
 
 def test_the_recorded_figures_are_where_the_methods_need_them():
     """Solving as arith-tiny does (room for RL on the hard categories), a judge that is informative but imperfect
-    and better on easy problems than on hard ones, a retry that fixes some wrong attempts and keeps right ones."""
+    and better on easy problems than on hard ones, a retry that mostly keeps right attempts."""
     greedy, judge, repair = SUMMARY["greedy"], SUMMARY["skills"]["judge"], SUMMARY["skills"]["repair"]
     assert greedy[EASY] >= 0.7 and greedy[HARD] <= 0.3
     assert 0.65 <= judge["balanced_accuracy"] <= 0.9
@@ -56,8 +56,7 @@ def test_the_recorded_figures_are_where_the_methods_need_them():
     assert repair["keep"] >= 0.5
 
 
-@pytest.mark.xfail(strict=True, reason="the retry fixes 6% of wrong first attempts (README: where it falls short)")
-def test_the_retry_fixes_enough_wrong_attempts_for_retrying_methods():
+def test_the_retry_fixes_enough_of_its_own_wrong_attempts_for_retrying_methods():
     assert 0.1 <= SUMMARY["skills"]["repair"]["fix"] <= 0.5
 
 
@@ -80,4 +79,4 @@ def test_a_small_held_out_sample_shows_the_skills(measured):
     # The README's ranges, widened by about two standard errors of a sample this small.
     judge, repair = measured["judge"], measured["repair"]
     assert 0.55 <= judge["balanced_accuracy"] <= 0.97 and judge["no_verdict"] <= 0.05
-    assert repair["keep"] >= 0.4 and repair["fix"] <= 0.65
+    assert repair["keep"] >= 0.4 and 0 < repair["fix"] <= 0.65

@@ -16,7 +16,7 @@ def test_a_snapshot_of_the_roles_phase_is_the_run_that_stops_there(tmp_path):
 
     quick = dict(
         init=arith_tiny_path(), reading_steps=0, compare_steps=1, batch_size=4, train_size=50, eval_per_category=1,
-        threads=1,
+        skills_mix="solve=1,judge=1,repair=1,redo=1", redo_problems=6, threads=1,
     )
     pretrain(tmp_path / "long", skills_steps=3, save_every=2, **quick)
     pretrain(tmp_path / "short", skills_steps=2, **quick)
@@ -48,3 +48,31 @@ def test_a_mark_example_ends_where_the_judge_reply_decides():
     for _ in range(5):
         head, mark = _mark_cut(right, rng)
         assert mark == "yes" and judge_reply(right).startswith(head + mark)
+
+
+def test_a_redo_example_retries_after_a_wrong_attempt_the_model_sampled_on_a_training_problem():
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from stackrl.rewards import exact_match
+    from stackrl.tasks.arithmetic import make_dataset, split_of
+    from stackrl.tasks.pretrain import _misses, _skills_batches, generate
+    from stackrl.tasks.roles import retry_prompt
+
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(arith_tiny_path())
+    tokenizer = AutoTokenizer.from_pretrained(arith_tiny_path())
+    problems = make_dataset("train", 12, seed=4)
+    misses = _misses(model, tokenizer, problems, seed=0)
+    attempts = generate(model, tokenizer, problems["question"], greedy=False, seed=0)
+    wrong = [(q, a, s) for q, a, s, r in zip(problems["question"], attempts, problems["solution"], problems["answer"])
+             if not exact_match(a, r)]
+    assert misses == wrong and 0 < len(misses) < len(problems)
+    assert all(split_of(q) == "train" and q in problems["question"] for q, _, _ in misses)
+
+    batch = next(_skills_batches(tokenizer, problems, random.Random(0), 8, {"redo": 1.0}, misses))
+    shown = {(tokenizer.decode(p), tokenizer.decode(c, skip_special_tokens=True)) for p, c in batch}
+    assert shown <= {(retry_prompt(q, a), s) for q, a, s in misses}
+    assert all(c[-1] == tokenizer.eos_token_id for _, c in batch)

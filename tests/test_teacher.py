@@ -1,14 +1,17 @@
-"""The self-teacher block: teacher prompts, scoring at chosen positions, divergences, snapshots of the policy."""
+"""The self-teacher block: teacher prompts, scoring at chosen positions, divergences, snapshots of the policy, and
+the check of the config keys its plugins share."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from stackrl import Rollout, StackrlError
+from stackrl import ConfigError, Rollout, StackrlError
 from stackrl.policy import _SNAPSHOTS, PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.teacher import (
+    check_teacher_settings,
     forward_kl,
     generalized_jsd,
     geometric_interpolation,
@@ -262,3 +265,21 @@ def test_snapshot_names_and_grad(trainer):
     policy.update_snapshot("teacher")
     with pytest.raises(StackrlError, match="snapshot 'teacher' is frozen"):
         PolicyAccess(trainer, sharded=False, model=trainer.model).score(CONTEXTS, CONTINUATIONS, model="teacher", grad=True)
+
+
+@pytest.mark.parametrize(
+    ("settings", "teachers", "message"),
+    [
+        ({"teacher": "ema"}, ("policy", "reference"), "x.teacher: must be one of policy, reference, not 'ema'"),
+        ({"temperature": 0.0}, ("policy", "reference"), "x.temperature: must be positive, not 0.0"),
+        ({"top_k": 0}, ("policy", "reference"), r"x.top_k: must be at least 1 \(or null"),
+    ],
+)
+def test_check_teacher_settings_names_the_key(settings, teachers, message):
+    config = SimpleNamespace(**{"teacher": "policy", "temperature": None, "top_k": None, **settings})
+    with pytest.raises(ConfigError, match=message):
+        check_teacher_settings("x", config, teachers)
+
+
+def test_check_teacher_settings_leaves_an_open_teacher_and_a_missing_top_k_alone():
+    check_teacher_settings("x", SimpleNamespace(teacher="my_snapshot", temperature=0.7), teachers=None)

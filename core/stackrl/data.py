@@ -90,6 +90,16 @@ def check_columns(section: DataSection, columns: list[str], answer_needed: bool)
         )
 
 
+def format_prompt(section: DataSection, row: dict):
+    """The prompt of ``row`` (a dict of columns) as the run gives it to the policy: ``prompt_template`` formatted with
+    the row's columns, as text or, with ``chat``, as chat messages (the system prompt first)."""
+    text = section.prompt_template.format(**row)
+    if not section.chat:
+        return text
+    system = [{"role": "system", "content": section.system_prompt}] if section.system_prompt else []
+    return [*system, {"role": "user", "content": text}]
+
+
 def load_prompts(section: DataSection, split: str | None = None, size: int | None = None, keep_answer=False):
     """The dataset with a ``prompt`` column built from ``prompt_template`` (as chat messages with ``chat``).
 
@@ -104,14 +114,7 @@ def load_prompts(section: DataSection, split: str | None = None, size: int | Non
     answer_needed = not section.label_free or keep_answer
     check_columns(section, dataset.column_names, answer_needed)
 
-    def prompt(row):
-        text = section.prompt_template.format(**row)
-        if not section.chat:
-            return {"prompt": text}
-        system = [{"role": "system", "content": section.system_prompt}] if section.system_prompt else []
-        return {"prompt": [*system, {"role": "user", "content": text}]}
-
-    dataset = dataset.map(prompt, load_from_cache_file=False)
+    dataset = dataset.map(lambda row: {"prompt": format_prompt(section, row)}, load_from_cache_file=False)
     if not answer_needed and section.answer_column in dataset.column_names:
         dataset = dataset.rename_column(section.answer_column, TRUTH_COLUMN)
     return dataset

@@ -26,6 +26,7 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -58,11 +59,14 @@ class Pool:
     """The rows of one run: the training dataset's (ids ``0..N-1``), then those plugins add (ids from ``N``).
 
     ``dataset`` is a map-style dataset whose rows carry their id in :data:`POOL_ROW`; ``added_file`` is where
-    added rows are written (``None`` on every process but the first).
+    added rows are written (``None`` on every process but the first); ``format_prompt`` makes a row's prompt from
+    its columns as the run's data section does (``stackrl.data.format_prompt``), for :meth:`format_row`.
     """
 
-    def __init__(self, dataset, *, seed: int, answer_column: str, added_file: str | None = None):
+    def __init__(self, dataset, *, seed: int, answer_column: str, added_file: str | None = None,
+                 format_prompt: Callable[[dict], Any] | None = None):
         self._base = dataset
+        self._format_prompt = format_prompt
         self._answer_column = answer_column
         self._added_file = added_file
         self._columns = [c for c in dataset.column_names if c != POOL_ROW]
@@ -112,6 +116,11 @@ class Pool:
         return self._stage_now
 
     @property
+    def chat(self) -> bool:
+        """Whether the run's prompts are chat messages (else text)."""
+        return self._chat
+
+    @property
     def category_weights(self) -> dict[str, float] | None:
         return None if self._category_weights is None else dict(self._category_weights)
 
@@ -143,6 +152,19 @@ class Pool:
         base = len(self._base)
         values = self._base[row] if row < base else self._added[row - base]["row"]
         return {**{c: values.get(c) for c in self._columns}, POOL_ROW: row}
+
+    def format_row(self, columns: dict, plugin: str, step: int) -> dict:
+        """``columns`` and the prompt the run's data section makes of them: a row for :meth:`add_rows`."""
+        if self._format_prompt is None:
+            raise PluginError(f"plugin '{plugin}' formatted a row at step {step}, but this run has no prompt format")
+        try:
+            prompt = self._format_prompt(columns)
+        except KeyError as exc:
+            raise PluginError(
+                f"plugin '{plugin}' formatted a row at step {step} without the column {exc} that data.prompt_template "
+                f"names; the row has: {', '.join(columns) or 'no column'}"
+            ) from None
+        return {**columns, "prompt": prompt}
 
     # -- changing (through PoolAccess, which names the plugin and the step) -------------------------------------
 
@@ -379,6 +401,7 @@ class PoolAccess:
     last_batch = property(lambda self: self._pool.last_batch, doc=Pool.last_batch.__doc__)
     stage = property(lambda self: self._pool.stage, doc="The current stage: 0, plus one per switch_dataset.")
     category_weights = property(lambda self: self._pool.category_weights, doc="The category weights, or None.")
+    chat = property(lambda self: self._pool.chat, doc=Pool.chat.__doc__)
 
     def categories(self) -> list[str | None]:
         """The categories of the rows that can be drawn, in order of first appearance."""
@@ -404,6 +427,11 @@ class PoolAccess:
     def set_row_weights(self, weights: dict[int, float]) -> None:
         """Weigh these rows (default 1; 0 never draws a row) within their category or the pool."""
         self._pool.set_row_weights(weights, self._plugin, self._step)
+
+    def format_row(self, columns: dict) -> dict:
+        """``columns`` with the ``prompt`` the run makes of them (``data.prompt_template``, as text or chat), ready
+        for :meth:`add_rows`: ``format_row({"question": "What is 2 + 2?"})``."""
+        return self._pool.format_row(columns, self._plugin, self._step)
 
     def add_rows(self, rows: list[dict]) -> list[int]:
         """Add rows (each a dict with a ``prompt`` in the run's form and any other columns); a row without the

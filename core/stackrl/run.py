@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -16,7 +17,7 @@ from trl import GRPOConfig
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
-from stackrl.data import load_prompts
+from stackrl.data import format_prompt, load_prompts
 from stackrl.errors import ConfigError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
@@ -187,6 +188,7 @@ def build_trainer(
         run_files=files,
         log_samples=host.log_samples,
         truth_metric=host.eval.metric,
+        prompt_format=functools.partial(format_prompt, host.data),
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )

@@ -14,7 +14,8 @@ and returns vocabulary log-probs only at the positions a loss needs, so span-res
   divergences between packed log-prob rows;
 - :func:`geometric_interpolation`: a target between two distributions, by mixing their logits;
 - :func:`relative_positions`, :func:`position_weights`, :func:`returns_to_go`: per-token weights over packed rows;
-- :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``).
+- :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``);
+- :func:`check_teacher_settings`: the config check of the keys these plugins share (teacher, temperature, top_k).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from stackrl.errors import StackrlError
+from stackrl.errors import ConfigError, StackrlError
 
 if TYPE_CHECKING:
     from stackrl.context import LossContext, Rollout
@@ -74,6 +75,29 @@ def teacher_prompts(prompts: list, columns: dict[str, list], template: str, *, w
         messages[last_user]["content"] = template.format(**row, prompt=messages[last_user]["content"])
         out.append(messages)
     return out
+
+
+# -- the config keys the self-teacher plugins share ------------------------------------------------------------------
+
+# The teachers every self-teacher plugin offers: the live policy and the frozen reference. Some add their own
+# (an EMA, a snapshot), and some take any model ``ctx.score`` knows, checked when it is first scored.
+TEACHERS = ("policy", "reference")
+
+
+def check_teacher_settings(section: str, config, teachers: tuple[str, ...] | None = TEACHERS) -> None:
+    """Refuse a shared self-teacher setting no run could use, naming ``<section>.<key>``.
+
+    ``teacher`` must be one of ``teachers`` (``None``: any name, left to ``ctx.score``); ``temperature``, where
+    set (null: the run's sampling temperature), positive; ``top_k``, where the plugin has it and it is set (null:
+    the full vocabulary), at least 1.
+    """
+    if teachers is not None and config.teacher not in teachers:
+        raise ConfigError(f"{section}.teacher: must be one of {', '.join(teachers)}, not '{config.teacher}'")
+    if config.temperature is not None and config.temperature <= 0:
+        raise ConfigError(f"{section}.temperature: must be positive, not {config.temperature}")
+    top_k = getattr(config, "top_k", None)
+    if top_k is not None and top_k < 1:
+        raise ConfigError(f"{section}.top_k: must be at least 1 (or null for the full vocabulary), not {top_k}")
 
 
 # -- scoring a loss context's completions ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from accelerate.utils import gather_object
@@ -127,7 +128,8 @@ class StackTrainer(GRPOTrainer):
     every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
-    outcome reward ``truth_metric``.
+    outcome reward ``truth_metric``. ``prompt_format`` makes a prompt from a row's columns as the training data's
+    were made (``ctx.pool.format_row``, for rows plugins write).
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class StackTrainer(GRPOTrainer):
         run_files: dict[str, str] | None = None,
         log_samples: int = 0,
         truth_metric: str = "exact_match",
+        prompt_format: Callable[[dict], Any] | None = None,
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -148,6 +151,7 @@ class StackTrainer(GRPOTrainer):
         self.plugins = plugins
         self._outcome_rewards = dict(outcome_rewards or {})
         self._answer_column = answer_column
+        self._prompt_format = prompt_format
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
         self._truth_metric = truth_metric
@@ -259,7 +263,8 @@ class StackTrainer(GRPOTrainer):
         if dataset is None or POOL_ROW not in getattr(dataset, "column_names", ()):
             return None
         written = added_file(self.args.output_dir) if self.is_world_process_zero() else None
-        return Pool(dataset, seed=self.args.seed, answer_column=self._answer_column, added_file=written)
+        return Pool(dataset, seed=self.args.seed, answer_column=self._answer_column, added_file=written,
+                    format_prompt=self._prompt_format)
 
     def _pool_rows(self, n_local: int) -> list[dict]:
         """This process's rows of the next batch the pool draws: each problem ``num_generations`` times in a row."""

@@ -38,11 +38,14 @@ products), which leaves room for RL.
 
 Phase 3, roles (``--compare-steps``, ``--skills-steps``; not part of arith-tiny, see
 core/stackrl/assets/arith-skills/README.md for the model it makes): starting from arith-tiny (``--init``,
-``--reading-steps 0``), first the marks of check lines ("7 | 8 " -> "no", :func:`stackrl.tasks.roles.compare_line`)
-among solving examples, then a mix where each example teaches one role drawn with the weights of ``--skills-mix``: solving, reading a
-spoiled reference (so neither earlier skill fades), judging an attempt, retrying after one
-(:mod:`stackrl.tasks.roles`; attempts shown with one slip, half the time for a judge, three times in four for a
-retry), a judge reply cut before one of its marks with the mark as target, and the compare drill again. The loss
+``--reading-steps 0``), first the model's own attempts at ``--redo-problems`` training problems are sampled
+(temperature 1, seeded) and the wrong ones kept; then the marks of check lines ("7 | 8 " -> "no",
+:func:`stackrl.tasks.roles.compare_line`) among solving examples, then a mix where each example teaches one role
+drawn with the weights of ``--skills-mix``: solving, reading a spoiled reference (so neither earlier skill fades),
+judging an attempt, retrying after one (:mod:`stackrl.tasks.roles`; "repair": attempts shown with one slip, half
+the time for a judge, three times in four for a retry; "redo": a retry after one of those sampled wrong attempts,
+the problem's solution the target), a judge reply cut before one of its marks with the mark as target, and the
+compare drill again. The loss
 is a mean over examples, so a one-word target weighs as much as a reply. The rate is constant after warmup, so
 the snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
 checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of the recipe (:func:`recipe_hash`),
@@ -59,6 +62,11 @@ What each of these choices was for (teacher-forced P("no") at a check line's mar
   value, which next to a slipped line is often the slipped value copied. But the drill alone wiped out solving
   (greedy pass@1 0.47 -> 0.00 after 200 steps; 0.11 after 300 steps of the mix), hence the solving examples in the
   compare phase.
+- Retries after slipped attempts only ("repair=2"): on its own wrong attempts the model mostly repeated them (fix
+  0.06, keep 0.77): they are not slips of a right solution, and after a slip the right retry copies all but one
+  line. With half of those retries after its own sampled wrong attempts ("repair=1,redo=1") it solves afresh
+  instead (fix 0.14, keep 0.81, on the 300 held-out problems); "repair=0.5,redo=1.5" made a worse retry (fix
+  0.08, keep 0.63).
 """
 
 from __future__ import annotations
@@ -202,15 +210,16 @@ def _reading_batches(tokenizer, train, rng: random.Random, batch_size: int, frac
         yield batch
 
 
-# The share of attempts shown with a slip, by role (half where not named). A retry mostly follows a wrong attempt,
-# and with half of them right the model learned to copy the attempt (fixing 6% of its own wrong ones).
+# The share of attempts shown with a slip, by role (half where not named). A retry mostly follows a wrong attempt:
+# with half of them right the model learned to copy the attempt.
 _SLIPPED = {"repair": 0.75}
 
 
-def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: dict[str, float]):
+def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: dict[str, float], misses=()):
     """Problems drawn from ``train`` with replacement, each taught in one role drawn with the weights of ``mix``:
     "solve" (question -> solution), "judge" and "repair" (:mod:`stackrl.tasks.roles`; attempts shown with one slip
-    as ``_SLIPPED`` says), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a check
+    as ``_SLIPPED`` says), "redo" (a retry after one of ``misses``, the (question, wrong attempt, solution) triples
+    of :func:`_misses`), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a check
     line's two numbers alone, 1 to 3 digits, the second slipped half the time, and its mark) and "read" (a
     reference solution, spoiled, before the question, as in phase 2)."""
     from stackrl.tasks.arithmetic import reference_prompt
@@ -228,6 +237,10 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
                 cut = line.rindex(" ") + 1
                 batch.append(_example(tokenizer, line[:cut], line[cut:], eos=False))
                 continue
+            if role == "redo":
+                question, attempt, solution = misses[rng.randrange(len(misses))]
+                batch.append(_example(tokenizer, retry_prompt(question, attempt), solution))
+                continue
             row = train[rng.randrange(len(train))]
             question, solution = row["question"], row["solution"]
             attempt = slip(solution, rng) if rng.random() < _SLIPPED.get(role, 0.5) else solution
@@ -244,6 +257,20 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
                 shown = _spoiled(solution, rng)
                 batch.append(_example(tokenizer, reference_prompt(shown, question), shown))
         yield batch
+
+
+def _misses(model, tokenizer, problems, seed: int) -> list[tuple[str, str, str]]:
+    """(question, attempt, solution) for each of ``problems`` whose attempt by ``model``, sampled at temperature 1
+    with ``seed``, is wrong.
+
+    Retrying after slipped attempts alone, the model learned to copy its own wrong attempts (fixing 6% of them):
+    they are not slips of a right solution, and after a slip the right retry copies all but one line.
+    """
+    from stackrl.rewards import exact_match
+
+    attempts = generate(model, tokenizer, problems["question"], greedy=False, seed=seed, batch_size=256)
+    rows = zip(problems["question"], attempts, problems["solution"], problems["answer"])
+    return [(q, attempt, s) for q, attempt, s, a in rows if not exact_match(attempt, a)]
 
 
 def _mark_cut(attempt: str, rng: random.Random) -> tuple[str, str]:
@@ -292,6 +319,8 @@ _RECIPE = (
     "stackrl.tasks.pretrain:_reading_batches",
     "stackrl.tasks.pretrain:_skills_batches",
     "stackrl.tasks.pretrain:_SLIPPED",
+    "stackrl.tasks.pretrain:_misses",
+    "stackrl.tasks.pretrain:generate",
     "stackrl.tasks.pretrain:_mark_cut",
     "stackrl.tasks.pretrain:_spoiled",
     "stackrl.tasks.pretrain:_fit",
@@ -399,6 +428,7 @@ def pretrain(
     skills_steps: int = 0,
     skills_lr: float = 1e-3,
     skills_mix: str = "solve=1,read=0.5,judge=2,repair=2,compare=1,mark=2",
+    redo_problems: int = 0,
     init: str | Path | None = None,
     seed: int = 0,
     threads: int | None = None,
@@ -472,6 +502,14 @@ def pretrain(
             snapshot=snapshots("read"), **common,
         )
     skills = make_dataset("train", train_size, seed=seed + 2, distinct=False) if compare_steps or skills_steps else None
+    misses = []
+    if redo_problems:
+        # The wrong attempts of the model the roles start from, on problems of their own draw: its mistakes, not
+        # slips, are what a retry at evaluation follows.
+        t_misses = time.time()
+        misses = _misses(model, tokenizer, make_dataset("train", redo_problems, seed=seed + 4), seed)
+        train_s += time.time() - t_misses
+        print(f"{len(misses)} wrong attempts of {redo_problems}  {time.time() - t_misses:.0f}s", flush=True)
     if compare_steps:
         # Check lines' marks before whole replies: mixed in with them from the start, the marks kept to their prior
         # for 300 steps, while alone the comparison is learned in about 200. Alone, it also wiped out solving
@@ -484,7 +522,7 @@ def pretrain(
         )
     if skills_steps:
         mix = {role: float(weight) for role, weight in (part.split("=") for part in skills_mix.split(","))}
-        batches = _skills_batches(tokenizer, skills, random.Random(seed + 2), batch_size, mix)
+        batches = _skills_batches(tokenizer, skills, random.Random(seed + 2), batch_size, mix, misses)
         # A constant rate after warmup, so a snapshot at step k is the model of a run with skills_steps=k.
         schedule = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
         train_s += _fit(
@@ -521,6 +559,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skills-steps", type=int, default=0)
     parser.add_argument("--skills-lr", type=float, default=1e-3)
     parser.add_argument("--skills-mix", default="solve=1,read=0.5,judge=2,repair=2,compare=1,mark=2")
+    parser.add_argument(
+        "--redo-problems", type=int, default=0, help="train problems whose wrong attempts make the redo role"
+    )
     parser.add_argument("--init", default=None, help="start from this checkpoint and skip the first phase")
     parser.add_argument("--eval-every", type=int, default=0)
     parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-<phase><step>")
@@ -542,6 +583,7 @@ def main(argv: list[str] | None = None) -> None:
         skills_steps=args.skills_steps,
         skills_lr=args.skills_lr,
         skills_mix=args.skills_mix,
+        redo_problems=args.redo_problems,
         init=args.init,
         eval_every=args.eval_every,
         save_every=args.save_every,

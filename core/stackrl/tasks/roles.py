@@ -13,7 +13,7 @@ the dataset prompt (the question, ending in a newline) and ``attempt`` a solutio
 A judge reply goes through the attempt's steps one by one, working each out afresh from the operands the attempt
 wrote and setting the attempt's result beside it with a mark (the final line compares the last step's result with
 the answer); it stops at the first pair that differs, then comes the verdict line. :func:`slip` makes the wrong
-attempts both roles are trained and measured on.
+attempts a judge is trained and measured on, and some of those a repairer is trained on.
 """
 
 from __future__ import annotations

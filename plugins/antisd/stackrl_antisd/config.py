@@ -7,6 +7,7 @@ from typing import Optional
 
 from stackrl import ConfigError
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.teacher import check_teacher_settings
 
 
 @dataclass
@@ -39,10 +40,9 @@ def check(config: AntisdConfig) -> None:
     def refuse(key: str, message: str):
         raise ConfigError(f"antisd.{key}: {message}")
 
+    check_teacher_settings("antisd", config, teachers=None)
     if not 0.0 < config.beta < 1.0:
         refuse("beta", f"must lie strictly inside (0, 1), where the divergence is bounded, not {config.beta}")
-    if config.temperature is not None and config.temperature <= 0:
-        refuse("temperature", f"must be positive, not {config.temperature}")
     if config.gate_threshold < 0 or (config.gate_relative and config.gate_threshold > 1):
         bound = "[0, 1] (a fraction of the first batch's entropy)" if config.gate_relative else "[0, inf) nats"
         refuse("gate_threshold", f"must lie in {bound}, not {config.gate_threshold}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.teacher import WORKED_SOLUTION_TEMPLATE
+from stackrl.teacher import WORKED_SOLUTION_TEMPLATE, check_teacher_settings
 
 # "initial": the policy's weights when training begins, kept as this plugin's snapshot; "reference": the host's
 # frozen reference model (the LoRA-disabled base, or TRL's reference model when trainer.beta > 0).
@@ -41,12 +41,10 @@ def check(config: BetaOpsdConfig) -> None:
     def refuse(key: str, message: str):
         raise ConfigError(f"betaopsd.{key}: {message}")
 
+    check_teacher_settings("betaopsd", config, TEACHERS)
     if config.beta <= 0:
         refuse("beta", f"must be positive (1: plain OPSD; larger: nearer the reference), not {config.beta}")
-    for key, value, allowed in (("teacher", config.teacher, TEACHERS),
-                                ("reference_model", config.reference_model, REFERENCES),
+    for key, value, allowed in (("reference_model", config.reference_model, REFERENCES),
                                 ("divergence", config.divergence, DIVERGENCES)):
         if value not in allowed:
             refuse(key, f"must be one of {', '.join(allowed)}, not '{value}'")
-    if config.temperature is not None and config.temperature <= 0:
-        refuse("temperature", f"must be positive, not {config.temperature}")

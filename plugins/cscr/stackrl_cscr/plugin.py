@@ -8,9 +8,9 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
+from stackrl.teacher import check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, inverse_sensitivity, reallocate
 
-TEACHERS = ("policy", "reference")
 SENSITIVITIES = ("sum", "max")
 
 
@@ -37,14 +37,11 @@ class CscrConfig:
     temperature: Optional[float] = None
 
     def __post_init__(self):
-        if self.teacher not in TEACHERS:
-            raise ConfigError(f"cscr.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        check_teacher_settings("cscr", self)
         if self.sensitivity not in SENSITIVITIES:
             raise ConfigError(f"cscr.sensitivity: must be one of {', '.join(SENSITIVITIES)}, not '{self.sensitivity}'")
         if self.strength < 0:
             raise ConfigError(f"cscr.strength: must be non-negative, not {self.strength}")
-        if self.temperature is not None and self.temperature <= 0:
-            raise ConfigError(f"cscr.temperature: must be positive, not {self.temperature}")
 
 
 def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind: str) -> torch.Tensor:

@@ -7,6 +7,7 @@ from typing import Optional
 
 from stackrl import ConfigError
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.teacher import check_teacher_settings
 
 ENTROPY_OF = ("student", "teacher")
 THRESHOLD_KINDS = ("quantile", "fixed")
@@ -43,6 +44,7 @@ def check(config: DasdConfig) -> None:
     def refuse(key: str, message: str):
         raise ConfigError(f"dasd.{key}: {message}")
 
+    check_teacher_settings("dasd", config, teachers=None)
     if config.entropy_of not in ENTROPY_OF:
         refuse("entropy_of", f"must be one of {', '.join(ENTROPY_OF)}, not '{config.entropy_of}'")
     if config.threshold_kind not in THRESHOLD_KINDS:
@@ -57,5 +59,3 @@ def check(config: DasdConfig) -> None:
         refuse("push_beta", f"must lie strictly inside (0, 1), where the push is bounded, not {config.push_beta}")
     if config.push_weight < 0:
         refuse("push_weight", f"must be non-negative, not {config.push_weight}")
-    if config.temperature is not None and config.temperature <= 0:
-        refuse("temperature", f"must be positive, not {config.temperature}")

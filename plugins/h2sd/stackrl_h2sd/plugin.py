@@ -10,10 +10,9 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import reverse_kl, score_student, score_teacher
+from stackrl.teacher import check_teacher_settings, reverse_kl, score_student, score_teacher
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
 
-TEACHERS = ("policy", "reference")
 
 
 @dataclass
@@ -39,14 +38,11 @@ class H2sdConfig:
     temperature: Optional[float] = None
 
     def __post_init__(self):
-        if self.teacher not in TEACHERS:
-            raise ConfigError(f"h2sd.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        check_teacher_settings("h2sd", self)
         if self.clip <= 0:
             raise ConfigError(f"h2sd.clip: must be positive, not {self.clip}")
         if self.kl_clip is not None and self.kl_clip <= 0:
             raise ConfigError(f"h2sd.kl_clip: must be positive (or null), not {self.kl_clip}")
-        if self.temperature is not None and self.temperature <= 0:
-            raise ConfigError(f"h2sd.temperature: must be positive, not {self.temperature}")
 
 
 def success_advantages(advantages, gap, correct, mask, clip: float, normalize: bool) -> torch.Tensor:

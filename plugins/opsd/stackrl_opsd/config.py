@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
+from stackrl.teacher import check_teacher_settings
 
 TEACHERS = ("policy", "reference", "ema")
 
@@ -50,13 +51,8 @@ def check(config: OpsdConfig) -> None:
     def refuse(key: str, message: str):
         raise ConfigError(f"opsd.{key}: {message}")
 
-    if config.teacher not in TEACHERS:
-        refuse("teacher", f"must be one of {', '.join(TEACHERS)}, not '{config.teacher}'")
+    check_teacher_settings("opsd", config, TEACHERS)
     if not 0.0 <= config.ema_decay < 1.0:
         refuse("ema_decay", f"must lie in [0, 1), not {config.ema_decay}")
     if not 0.0 <= config.beta <= 1.0:
         refuse("beta", f"must lie in [0, 1], not {config.beta}")
-    if config.temperature is not None and config.temperature <= 0:
-        refuse("temperature", f"must be positive, not {config.temperature}")
-    if config.top_k is not None and config.top_k < 1:
-        refuse("top_k", f"must be at least 1 (or null for the full vocabulary), not {config.top_k}")

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.teacher import WORKED_SOLUTION_TEMPLATE
+from stackrl.teacher import WORKED_SOLUTION_TEMPLATE, check_teacher_settings
 
-TEACHERS = ("policy", "reference")
 
 
 @dataclass
@@ -37,15 +36,10 @@ def check(config: PwOpsdConfig) -> None:
     def refuse(key: str, message: str):
         raise ConfigError(f"pwopsd.{key}: {message}")
 
-    if config.teacher not in TEACHERS:
-        refuse("teacher", f"must be one of {', '.join(TEACHERS)}, not '{config.teacher}'")
+    check_teacher_settings("pwopsd", config)
     if config.clip is not None and config.clip <= 0:
         refuse("clip", f"must be positive (or null for no clip), not {config.clip}")
     if config.position_power < 0:
         refuse("position_power", f"must be at least 0 (0: uniform weights), not {config.position_power}")
     if not 0.0 <= config.position_floor <= 1.0:
         refuse("position_floor", f"must lie in [0, 1], not {config.position_floor}")
-    if config.temperature is not None and config.temperature <= 0:
-        refuse("temperature", f"must be positive, not {config.temperature}")
-    if config.top_k is not None and config.top_k < 1:
-        refuse("top_k", f"must be at least 1 (or null for the full vocabulary), not {config.top_k}")

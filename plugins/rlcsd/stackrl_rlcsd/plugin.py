@@ -7,9 +7,9 @@ from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.teacher import check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
 
-TEACHERS = ("policy", "reference")
 MODES = ("additive", "magnitude")
 
 
@@ -33,16 +33,13 @@ class RlcsdConfig:
     temperature: Optional[float] = None
 
     def __post_init__(self):
-        if self.teacher not in TEACHERS:
-            raise ConfigError(f"rlcsd.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        check_teacher_settings("rlcsd", self)
         if self.mode not in MODES:
             raise ConfigError(f"rlcsd.mode: must be one of {', '.join(MODES)}, not '{self.mode}'")
         if self.coefficient < 0:
             raise ConfigError(f"rlcsd.coefficient: must be non-negative, not {self.coefficient}")
         if self.clip <= 0:
             raise ConfigError(f"rlcsd.clip: must be positive, not {self.clip}")
-        if self.temperature is not None and self.temperature <= 0:
-            raise ConfigError(f"rlcsd.temperature: must be positive, not {self.temperature}")
 
 
 class Rlcsd(Plugin):

@@ -9,9 +9,9 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.teacher import check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
 
-TEACHERS = ("policy", "reference")
 INCORRECT = ("grpo", "rlsd")
 
 
@@ -41,14 +41,11 @@ class RlrtConfig:
     temperature: Optional[float] = None
 
     def __post_init__(self):
-        if self.teacher not in TEACHERS:
-            raise ConfigError(f"rlrt.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        check_teacher_settings("rlrt", self)
         if self.incorrect not in INCORRECT:
             raise ConfigError(f"rlrt.incorrect: must be one of {', '.join(INCORRECT)}, not '{self.incorrect}'")
         if self.clip <= 0:
             raise ConfigError(f"rlrt.clip: must be positive, not {self.clip}")
-        if self.temperature is not None and self.temperature <= 0:
-            raise ConfigError(f"rlrt.temperature: must be positive, not {self.temperature}")
 
 
 class Rlrt(Plugin):

@@ -7,9 +7,9 @@ from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
+from stackrl.teacher import check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
 
-TEACHERS = ("policy", "reference")
 
 
 @dataclass
@@ -27,12 +27,9 @@ class RlsdConfig:
     temperature: Optional[float] = None
 
     def __post_init__(self):
-        if self.teacher not in TEACHERS:
-            raise ConfigError(f"rlsd.teacher: must be one of {', '.join(TEACHERS)}, not '{self.teacher}'")
+        check_teacher_settings("rlsd", self)
         if self.clip <= 0:
             raise ConfigError(f"rlsd.clip: must be positive, not {self.clip}")
-        if self.temperature is not None and self.temperature <= 0:
-            raise ConfigError(f"rlsd.temperature: must be positive, not {self.temperature}")
 
 
 class Rlsd(Plugin):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
+from stackrl.teacher import check_teacher_settings
 
 SOURCES = ("annotator", "column", "rule")
 ROUTES = ("key_fkl", "error_rkl", "both")
@@ -95,8 +96,9 @@ def check(config: TraceConfig) -> None:
     def refuse(key: str, message: str):
         raise ConfigError(f"trace.{key}: {message}")
 
+    check_teacher_settings("trace", config, TEACHERS)
     for key, choices in (
-        ("spans", SOURCES), ("route", ROUTES), ("teacher", TEACHERS), ("teacher_context", tuple(TEACHER_TEMPLATES))
+        ("spans", SOURCES), ("route", ROUTES), ("teacher_context", tuple(TEACHER_TEMPLATES))
     ):
         if getattr(config, key) not in choices:
             refuse(key, f"must be one of {', '.join(choices)}, not '{getattr(config, key)}'")
@@ -112,8 +114,6 @@ def check(config: TraceConfig) -> None:
             refuse(key, f"must be at least 1, not {getattr(config, key)}")
     if config.kl_clip is not None and config.kl_clip <= 0:
         refuse("kl_clip", f"must be positive (or null for no clip), not {config.kl_clip}")
-    if config.temperature <= 0:
-        refuse("temperature", f"must be positive, not {config.temperature}")
     if config.spans == "rule":
         if not config.span_pattern:
             refuse("span_pattern", "spans: rule needs a regular expression")

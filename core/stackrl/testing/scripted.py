@@ -1,0 +1,30 @@
+"""Scripted problem writing, for plumbing tests of self-instruction (:mod:`stackrl.selfinstruct`) on a real run.
+
+The built-in models cannot write problems, so a test replaces only the call that writes them: the plugin's
+``instruct.generate``. Rollouts, rewards, judging, the pool and the trainer stay real.
+"""
+
+from __future__ import annotations
+
+from stackrl.policy import Generation
+
+
+class ScriptedWriter:
+    """Answers the requests of the round after step ``s`` with ``texts[s]`` (one text per request, in turn), and
+    with nothing at a step it has no text for; keeps each round's requests in ``requests``."""
+
+    def __init__(self, texts: dict):
+        self.texts = {int(step): list(answers) for step, answers in texts.items()}
+        self.requests: dict[int, list] = {}
+
+    def __call__(self, ctx, prompts, **sampling):
+        answers = self.texts.get(ctx.step, [""])
+        self.requests[ctx.step] = list(prompts)
+        return [Generation([], [], answers[i % len(answers)]) for i in range(len(prompts))]
+
+
+def script_problems(trainer, plugin: str, texts: dict) -> ScriptedWriter:
+    """Make ``plugin``'s self-instruction in ``trainer`` write ``texts`` (see :class:`ScriptedWriter`)."""
+    writer = ScriptedWriter(texts)
+    trainer.plugins.plugins[plugin].instruct.generate = writer
+    return writer
