@@ -5,7 +5,13 @@ Trains the CPU recipe (configs/recipes/rrr-cpu.yaml, stackrl/arith-skills) and t
 last half of the steps of ``rrr/retry_success``: the share of retries, after a reflection on a failed first
 attempt, that reach the right answer.
 
+``--probe`` measures instead what the untrained model offers RL: on held-out problems of the recipe's categories,
+its sampled first attempts, and for each failed one ``--reflections`` reflections with their retries (the plugin's
+templates), the share of retries that are right and of attempts whose retries split; beside it the plain retry
+prompt's success on the same attempts (``stackrl.tasks.retry_prompt``, no reflection).
+
     OMP_NUM_THREADS=1 .venv/bin/python plugins/rrr/benchmarks/mechanism.py --seeds 0 1 2 --steps 20
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/rrr/benchmarks/mechanism.py --probe data.options.categories='["2 steps, 1-digit","3 steps, 1-digit","4 steps, 1-digit"]'
 """
 
 from __future__ import annotations
@@ -44,13 +50,51 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
     return {"late": sum(late) / len(late), "all": sum(values) / len(values)}
 
 
+def probe(problems: int, reflections: int, overrides=()) -> dict:
+    """Retry success on the untrained model's own failed first attempts, after its reflection and without one."""
+    from stackrl.data import load_prompts
+    from stackrl.rewards import exact_match
+    from stackrl.run import build_trainer
+    from stackrl.tasks import retry_prompt
+    from stackrl.tasks.pretrain import generate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = load("untrained", 0, 0, Path(tmp), overrides)
+        trainer = build_trainer(config)
+    model, tokenizer, settings = trainer.model, trainer.processing_class, config.plugin_configs["rrr"]
+    rows = load_prompts(config.host.data, split="test", size=problems, keep_answer=True)
+    questions, answers = list(rows["prompt"]), list(rows[config.host.data.answer_column])
+    length = config.host.trainer["max_completion_length"]
+    attempts = generate(model, tokenizer, questions, greedy=False, seed=0, max_new_tokens=length)
+    failed = [(q, t, a) for q, t, a in zip(questions, attempts, answers) if not exact_match(t, a)]
+    shown = [row for row in failed for _ in range(reflections)]
+    notes = generate(model, tokenizer, [settings.reflect_template.format(prompt=q, attempt=t) for q, t, _ in shown],
+                     greedy=False, seed=1, max_new_tokens=length)
+    retries = generate(model, tokenizer, [settings.retry_template.format(prompt=q, attempt=t, reflection=r)
+                                          for (q, t, _), r in zip(shown, notes)], greedy=False, seed=2, max_new_tokens=length)
+    plain = generate(model, tokenizer, [retry_prompt(q, t) for q, t, _ in shown], greedy=False, seed=2, max_new_tokens=length)
+    right = [exact_match(r, a) == 1.0 for r, (_, _, a) in zip(retries, shown)]
+    split = [0 < sum(right[i : i + reflections]) < reflections for i in range(0, len(right), reflections)]
+    return {
+        "problems": len(questions), "failed": len(failed), "retries": len(right),
+        "retry_success": sum(right) / len(right), "attempts_split": sum(split) / len(split),
+        "plain_retry_success": sum(exact_match(r, a) for r, (_, _, a) in zip(plain, shown)) / len(shown),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--probe", action="store_true", help="measure the untrained model's retries instead")
+    parser.add_argument("--problems", type=int, default=60, help="held-out problems the probe attempts")
+    parser.add_argument("--reflections", type=int, default=4, help="reflections the probe samples per failed attempt")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.probe:
+        print(probe(args.problems, args.reflections, args.overrides))
+        return
     results = {method: [] for method in METHODS}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
