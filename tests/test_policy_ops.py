@@ -113,17 +113,16 @@ def test_a_phase_restores_the_snapshot_and_fine_tunes_with_a_fresh_optimizer_and
     optimizer = trainer.optimizer.optimizer
     assert optimizer.state and trainer.lr_scheduler.last_epoch == 2
 
-    # Fresh Adam moves every weight with a gradient by the learning rate on its first step, whatever the gradient.
+    # Fresh Adam moves each weight by the learning rate on its first step, whatever its gradient (unless that is
+    # as small as Adam's epsilon): from the restored start, nearly every weight is exactly 1e-4 away.
     figures = trainer._supervised_phase("test", "rft", CONTEXTS, COMPLETIONS, restore="start", learning_rate=1e-4)
     assert figures["optimizer_steps"] == 1 and figures["pairs"] == 3
-    for name, p in trainer.model.named_parameters():
-        step = (p.detach() - start[name]).abs()
-        moved = step > 0
-        assert moved.any(), name
-        torch.testing.assert_close(step[moved], torch.full_like(step[moved], 1e-4), rtol=1e-2, atol=0, msg=name)
+    steps = torch.cat([(p.detach() - start[name]).abs().flatten() for name, p in trainer.model.named_parameters()])
+    moved = steps[steps > 0]
+    assert ((moved - 1e-4).abs() < 1e-6).float().mean() > 0.9 and moved.max() < 1.01e-4
     assert not optimizer.state, "RL resumes with a fresh optimizer"
     assert trainer.lr_scheduler.last_epoch == 0
-    assert [g["lr"] for g in optimizer.param_groups] == [trainer.args.learning_rate]
+    assert {g["lr"] for g in optimizer.param_groups} == {trainer.args.learning_rate}
 
     longer = trainer._supervised_phase("test", "rft", CONTEXTS, COMPLETIONS, learning_rate=1e-2, epochs=5)
     assert longer["loss_last"] < longer["loss_first"], "the phase fits the pairs"
