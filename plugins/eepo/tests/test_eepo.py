@@ -35,6 +35,9 @@ def _record_rollout(config, by_hand=None):
         for model in ("policy", Eepo.SNAPSHOT):
             scores = ctx.score(contexts, result.completion_ids, model=model)
             seen[model] = (scores.logprobs * scores.mask).sum(1)
+        second = [p for i, p in enumerate(kwargs["prompts"]) if result.columns[STAGE_COLUMN][i]]
+        for model in ("policy", Eepo.SNAPSHOT):
+            seen[f"{model} samples"] = [g.completion_ids for g in ctx.generate(second, model=model)]
         if by_hand is not None:
             by_hand(ctx, contexts, result.completion_ids)
             copy, hand = snapshots[Eepo.SNAPSHOT].own, snapshots["by_hand"].own
@@ -45,11 +48,10 @@ def _record_rollout(config, by_hand=None):
 
 def test_the_copy_unlearns_the_first_half_and_samples_the_second(make_config):
     """The copy is the live policy moved by the configured step on the first half's completions alone, read at the
-    sampling temperature; the first half is likelier under the live policy than under the copy, the second half
-    (sampled from the copy) the other way round: each half's sampler gives its own samples the higher likelihood
-    on average."""
+    sampling temperature, and it makes them less likely; sampling greedily (top-k 1), the second half is what the
+    copy writes, not what the live policy writes."""
     settings = {"learning_rate": 0.5, "objective": "ascent", "steps": 2}
-    config = make_config(["eepo"], trainer={**TRAINER, "temperature": 0.9}, eepo=settings)
+    config = make_config(["eepo"], trainer={**TRAINER, "temperature": 0.9, "top_k": 1}, eepo=settings)
 
     def by_hand(ctx, contexts, completion_ids):
         first = [i for i in range(len(contexts)) if i % 4 < 2]
@@ -58,11 +60,14 @@ def test_the_copy_unlearns_the_first_half_and_samples_the_second(make_config):
 
     _, seen = _record_rollout(config, by_hand)
     assert seen["same_copy"]
-    stage = seen["samples"].columns[STAGE_COLUMN]
+    samples = seen["samples"]
+    stage = samples.columns[STAGE_COLUMN]
     assert stage == [0, 0, 1, 1] * 4
     first = torch.tensor(stage) == 0
-    gap = seen["policy"] - seen[Eepo.SNAPSHOT]
-    assert gap[first].mean() > 0 > gap[~first].mean(), gap
+    assert ((seen["policy"] - seen[Eepo.SNAPSHOT])[first] > 0).all(), "the step lowers every first-half sample"
+    second = [c for c, s in zip(samples.completion_ids, stage) if s]
+    assert second == seen[f"{Eepo.SNAPSHOT} samples"] != seen["policy samples"]
+    assert seen["policy samples"] == [c for c, s in zip(samples.completion_ids, stage) if not s]
 
 
 def test_a_policy_above_the_entropy_threshold_samples_both_halves_itself(make_config):
