@@ -20,6 +20,10 @@ RIGHT, WRONG = "4 * 2 = 8\n8 + 3 = 11\nThe answer is 11.", "4 * 2 = 8\n8 + 3 = 1
 OTHER_RIGHT = "4 * 2 = 8\n8 + 3 = 11\nSo the answer is 11."
 
 
+# The tiny random model never answers right: a trajectory "succeeds" here on the test reward's digit share.
+SUCCESS = {"reward": "digit_reward", "success_threshold": 0.05, "max_pass_rate": 1.0}
+
+
 class TestConformance(PluginConformance):
     plugin_name = "rloop"
     plugin_settings = {"rloop": {"iteration_steps": 1}}
@@ -54,8 +58,8 @@ def test_only_distinct_successes_of_hard_groups_are_kept(tiny_model_dir):
 def test_each_iteration_restarts_from_its_start_and_the_result_starts_the_next(make_config):
     """With a vanishing RFT learning rate the phase leaves the start as it was: after each iteration the live
     weights are back at the iteration's start (within Adam's step), not where RL took them."""
-    config = make_config(["rloop"], rloop={"iteration_steps": 2, "rft_learning_rate": 1e-9, "max_pass_rate": 1.0},
-                         trainer={"max_steps": 4, "learning_rate": 0.02}, rewards={"exact_match": 1.0})
+    config = make_config(["digit_reward", "rloop"], rloop={"iteration_steps": 2, "rft_learning_rate": 1e-9, **SUCCESS},
+                         trainer={"max_steps": 4, "learning_rate": 0.02})
     starts = []
 
     def monitor(hook, plugin, kwargs, result):
@@ -77,10 +81,12 @@ def test_each_iteration_restarts_from_its_start_and_the_result_starts_the_next(m
 
 
 def test_a_run_resumed_inside_an_iteration_matches_an_uninterrupted_one(make_config, tmp_path):
-    sections = dict(rloop={"iteration_steps": 2, "max_pass_rate": 1.0, "rft_learning_rate": 0.01},
+    sections = dict(rloop={"iteration_steps": 2, "rft_learning_rate": 0.01, **SUCCESS},
                     trainer={"save_strategy": "steps", "save_steps": 3, "max_steps": 5})
-    straight = train_steps(make_config(["rloop"], output_dir=str(tmp_path / "straight"), **sections))
-    config = make_config(["rloop"], output_dir=str(tmp_path / "resumed"), **sections)
+    plugins = ["digit_reward", "rloop"]
+    straight = train_steps(make_config(plugins, output_dir=str(tmp_path / "straight"), **sections))
+    assert straight.plugins.plugins["rloop"].buffer, "the last iteration kept successes, carried across the resume"
+    config = make_config(plugins, output_dir=str(tmp_path / "resumed"), **sections)
     train_steps(config, callbacks=[StopAt(3)])
     resumed = train_steps(config, resume=True)
     want = dict(straight.model.named_parameters())
