@@ -159,7 +159,8 @@ def supervised_phase(
             padded = [(pair, 1.0) for pair in batch] + [(batch[-1], 0.0)] * (math.ceil(len(batch) / world) * world - len(batch))
             mine = padded[rank::world]
             n_tokens = sum(len(k) for _, k in batch)
-            rows = access._score_batch(trainer.model, [(c, k, None) for (c, k), _ in mine], None, False, 1.0)
+            # Through the DDP wrapper, so that backward averages the gradients over the processes.
+            rows = access._score_batch(trainer.model_wrapped, [(c, k, None) for (c, k), _ in mine], None, False, 1.0)
             # DDP averages the processes' gradients: each scales its sum by the world size over all the batch's tokens.
             loss = sum(w * -lp.sum() for (lp, _, _, _), (_, w) in zip(rows, mine)) * world / n_tokens
             loss.backward()
