@@ -22,7 +22,7 @@ EASY = ("2 steps, 1-digit", "3 steps, 1-digit")
 
 
 class _EvaluateEvery(TrainerCallback):
-    """Held-out figures at every iteration's end; callbacks run after the plugin's post_step, so after its phase."""
+    """Held-out figures at every iteration's end, after the plugin's post_step (so, for RLoop, after its phase)."""
 
     def __init__(self, config, every: int):
         self.config, self.every, self.trainer, self.figures = config, every, None, []
@@ -49,7 +49,8 @@ def run(method: str, seed: int, folder: Path, overrides=()) -> list[dict[str, fl
     config = recipe_config(RECIPE, plugins=method == "rloop", seed=seed, steps=steps,
                            output_dir=folder / f"{method}-{seed}", overrides=overrides)
     watch = _EvaluateEvery(config, every)
-    watch.trainer = build_trainer(config, callbacks=[watch])
+    watch.trainer = build_trainer(config)
+    watch.trainer.add_callback(watch)  # after the trainer's own: it evaluates once the plugin's post_step has run
     watch.trainer.train()
     return watch.figures
 
