@@ -98,7 +98,8 @@ class RewardCalls:
 
     def __call__(self, hook, plugin, kwargs, result):
         if hook == "reward" and plugin != "group_rank":
-            self.others.append({"step": kwargs["ctx"].step, "plugin": plugin, "result": [float(x) for x in result]})
+            scores = [None if x is None else float(x) for x in result]  # None: a row the plugin does not score
+            self.others.append({"step": kwargs["ctx"].step, "plugin": plugin, "result": scores})
         if hook != "reward" or plugin != "group_rank":
             return
         rollout = kwargs["ctx"].rollout

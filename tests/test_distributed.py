@@ -145,6 +145,26 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                 },
             },
         },
+        # Policy operations: eepo's scratch update (gradients summed over the processes) and sampling of the copy,
+        # and a supervised phase restoring a snapshot at step 1. Greedy and SGD, so that the two layouts must agree.
+        "policyops": {
+            "name": "policyops",
+            "plugins": ["eepo", "restart_phase", "group_rank"],
+            "sections": {
+                "rewards": {"exact_match": 1.0},
+                "output_dir": str(out / "policyops" / "run"),
+                "eepo": {"learning_rate": 0.5},
+                "restart_phase": {"at_step": 1, "learning_rate": 0.05},
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
+                    "optim": "sgd",
+                    "learning_rate": 0.05,
+                    "generation_kwargs": {"do_sample": False, "sequence_bias": eos_bias},
+                },
+            },
+        },
         # Columns and an injected-text loss mask from the sample stage, across the gather and the scatter.
         "injected": {
             "name": "injected",
@@ -323,3 +343,21 @@ def test_multi_turn_rollouts_on_two_processes_are_rewarded_as_on_one(launched, t
         assert got["prompts"] == want["prompts"] and got["completion_ids"] == want["completion_ids"]
     rewards = [call for call in reference["plugin_rewards"] if call["plugin"] == name]
     assert len(rewards) == STEPS and ranks[0]["plugin_rewards"] == ranks[1]["plugin_rewards"] == reference["plugin_rewards"]
+
+
+def test_policy_operations_on_two_processes_match_one_process(launched, tiny_model_dir, tmp_path, worker):
+    """eepo's copy (a scratch update whose gradients are summed over both processes) samples the same second
+    halves as one process does, and the supervised phase restarting from a snapshot ends at the same weights."""
+    runs, out = launched
+    ranks = worker.reports(out, "policyops")
+    for report in ranks:
+        _check_whole_groups(report)
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
+    assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    reference = worker.single_process(tiny_model_dir, runs["policyops"], tmp_path, GLOBAL)
+    for got, want in zip(ranks[0]["reward_calls"], reference["reward_calls"], strict=True):
+        assert got["prompts"] == want["prompts"] and got["completion_ids"] == want["completion_ids"]
+    got = torch.load(out / "policyops" / "rank0-trainable.pt", weights_only=True)
+    want = torch.load(tmp_path / "single" / "rank0-trainable.pt", weights_only=True)
+    for name, weight in want.items():
+        torch.testing.assert_close(got[name], weight, atol=1e-5, rtol=1e-4, msg=name)

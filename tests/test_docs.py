@@ -105,7 +105,7 @@ def doc_problems(doc_text: str) -> list[str]:
     spec_order = [name for name in HOOKS if name in in_both]
     if list(dict.fromkeys(in_both)) != spec_order:
         problems.append(f"docs: hooks are not in spec order; expected {', '.join(spec_order)}")
-    for method in ("generate", "score", "score_probes"):
+    for method in ("generate", "score", "score_probes", "update_snapshot"):
         expected = capability_heading(method)
         if not re.search(rf"^{re.escape(expected)}\s*$", doc_text, re.MULTILINE):
             found = re.search(rf"^### `ctx\.{method}\(.*$", doc_text, re.MULTILINE)

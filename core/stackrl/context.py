@@ -1,8 +1,8 @@
 """What hooks see: the rollout as whole groups, and one narrow context object per stage.
 
 Plugins never get the trainer. Each context carries the step, the tokenizer, the rollout (or, in the loss, the
-micro-batch), a ``log`` for metrics, and the policy's two capabilities, ``generate`` and ``score``
-(:mod:`stackrl.policy`).
+micro-batch), a ``log`` for metrics, and the policy's capabilities: ``generate`` and ``score`` (:mod:`stackrl.policy`),
+snapshots, and the operations on the policy's state (:mod:`stackrl.policy_ops`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from stackrl.errors import PluginError
+from stackrl.policy_ops import scratch_update
 from stackrl.pool import Pool, PoolAccess
 
 WARNINGS = "warnings"  # the metric prefix of ctx.warn; the trainer counts these for the run summary
@@ -136,17 +137,23 @@ class _Context:
         """The tokens that end a completion (the tokenizer's end-of-sequence and any the model declares)."""
         return self.policy.eos_token_ids
 
-    def generate(self, prompts: list, **sampling) -> list:
-        """Sample one completion per prompt with the current policy; see :meth:`stackrl.policy.PolicyAccess.generate`."""
-        return self.policy.generate(prompts, **sampling)
+    def generate(self, prompts: list, *, model: str = "policy", **sampling) -> list:
+        """Sample one completion per prompt with the policy, the reference or a snapshot; see
+        :meth:`stackrl.policy.PolicyAccess.generate`."""
+        return self.policy.generate(prompts, model=model, **sampling)
 
     def score(self, contexts: list, continuation_ids: list[list[int]], **options) -> Any:
         """Per-token log-probs of continuations; see :meth:`stackrl.policy.PolicyAccess.score`."""
         return self.policy.score(contexts, continuation_ids, **options)
 
-    def update_snapshot(self, name: str, decay: float = 0.0) -> None:
+    def update_snapshot(self, name: str, decay: float = 0.0, *, checkpoint: bool = False) -> None:
         """Copy the policy into snapshot ``name``, or move it there by an EMA step; see :meth:`stackrl.policy.PolicyAccess.update_snapshot`."""
-        self.policy.update_snapshot(name, decay)
+        self.policy.update_snapshot(name, decay, checkpoint=checkpoint)
+
+    def scratch_update(self, name: str, contexts: list, completion_ids: list[list[int]], **options) -> list[float]:
+        """Copy the policy into snapshot ``name`` and take a few plain gradient steps on the copy only; see
+        :func:`stackrl.policy_ops.scratch_update`."""
+        return scratch_update(self.policy, name, contexts, completion_ids, **options)
 
     def log(self, name: str, value: float) -> None:
         """Log a scalar metric as ``<plugin name>/<name>`` in this step's log."""
@@ -231,6 +238,15 @@ class StepContext(_Context):
 
     rollout: Rollout | None = None
     _pool: Pool | None = field(default=None, repr=False)
+    _phase: Callable[..., dict] | None = field(default=None, repr=False)
+
+    def supervised_phase(self, name: str, contexts: list, completion_ids: list[list[int]], **options) -> dict:
+        """In ``post_step`` only: restore the live weights from a snapshot, reset the optimizer and the schedule, and
+        fine-tune on the pairs before RL resumes, logged as ``phase/<name>/...``; see
+        :func:`stackrl.policy_ops.supervised_phase`."""
+        if self._phase is None:
+            raise PluginError(f"plugin '{self._plugin}': supervised_phase() is only available in post_step")
+        return self._phase(self._plugin, name, contexts, completion_ids, **options)
 
     @property
     def pool(self) -> PoolAccess | None:

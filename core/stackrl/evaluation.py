@@ -119,6 +119,8 @@ def _solve_figures(
         by_category.setdefault(category, []).append(correct)
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     figures = {"pass@1": mean(pass1), f"maj@{k}": mean(majority)}
+    if k > 1:  # the share of problems some sample solves
+        figures[f"pass@{k}"] = mean([float(p > 0) for p in pass1])
     if verdicts is not None:
         verified = [_vote_correct(*row, check, judged) for row, judged in zip(zip(completions, answers), verdicts)]
         figures[f"vmaj@{k}"] = mean(verified)
@@ -129,9 +131,9 @@ def _solve_figures(
 def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accelerator=None) -> dict:
     """Held-out figures of ``eval.skill`` on ``eval.size`` problems of the ``eval.split`` split.
 
-    solve: pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, and pass@1 per
-    category. judge and repair (one reply per prompt): the figures of :mod:`stackrl.tasks.skills`. The same model
-    and config give the same figures.
+    solve: pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, pass@k (some
+    sample right; when k > 1) and pass@1 per category. judge and repair (one reply per prompt): the figures of
+    :mod:`stackrl.tasks.skills`. The same model and config give the same figures.
 
     With an ``accelerator`` over several processes, every process must call this: each evaluates a share of the
     batches and all return the figures for the whole split, the same as one process computes.

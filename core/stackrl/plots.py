@@ -61,6 +61,9 @@ FIGURES = {
     # Label-free runs whose data has answers: does each reward track correctness (AUROC 0.5 = chance)?
     "truth": Figure("rewards against the hidden answers", lambda key: key.startswith("truth/"), "AUROC, share",
                     optional=True),
+    # Supervised phases a plugin ran between RL steps (ctx.supervised_phase): their first and last batch loss.
+    "phases": Figure("supervised phases", lambda key: key.startswith("phase/") and "/loss_" in key,
+                     "token-mean NLL", optional=True),
 }
 # Several runs: a colour per run, and per series of a run a line style (a marker shape for points).
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -98,7 +101,7 @@ def draw(ax, name: str, runs: dict[str, list[dict]]) -> None:
             if len(runs) > 1:
                 style.update(color=colours[r % len(colours)], linestyle=LINE_STYLES[s % len(LINE_STYLES)])
                 label = f"{run}: {label}"
-            if name == "accuracy":  # measured at these steps only: no line drawn between them
+            if name in ("accuracy", "phases"):  # measured at these steps only: no line drawn between them
                 style.update(linestyle="none", marker=MARKERS[s % len(MARKERS)])
             ax.plot(steps, values, label=label, **style)
     ax.set_xlabel("step")
@@ -115,8 +118,8 @@ def plot_runs(run_dirs, out=None) -> list[Path]:
     ``metrics.jsonl``. Written to ``out``, by default ``RUN_DIR/plots`` for one run and ``comparison`` in the
     runs' common folder for several; returns the PNG paths.
 
-    Held-out accuracy is drawn as points: it is measured only at those steps. An optional figure (the rewards
-    against hidden answers) is drawn only where some run logged it.
+    Held-out accuracy and supervised phases are drawn as points: they are measured only at those steps. An optional
+    figure (the rewards against hidden answers, supervised phases) is drawn only where some run logged it.
     """
     import matplotlib
 

@@ -123,6 +123,19 @@ def _project_only_at(head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tens
 _SNAPSHOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def snapshots_of(trainer: StackTrainer) -> dict[str, Snapshot]:
+    """The trainer's snapshots by name (the checkpoint saves the ``checkpointed`` ones)."""
+    return _SNAPSHOTS.setdefault(trainer, {})
+
+
+def _refuse_sharded(trainer: StackTrainer, what: str) -> None:
+    if trainer._dist.is_zero3 or trainer._dist.is_fsdp:
+        raise StackrlError(
+            f"{what}: the policy's weights are sharded (ZeRO-3/FSDP); snapshots and the operations on them need "
+            "DDP or ZeRO-2"
+        )
+
+
 class PolicyAccess:
     """``generate`` and ``score`` against a trainer's models, without handing the trainer to plugins."""
 
@@ -163,9 +176,10 @@ class PolicyAccess:
 
     # -- generate ---------------------------------------------------------------------------------------------------
 
-    def generate(self, prompts: list, **sampling) -> list[Generation]:
-        """Sample one completion per prompt (text, chat messages or token ids) with the current policy, no gradient.
+    def generate(self, prompts: list, *, model: str = "policy", **sampling) -> list[Generation]:
+        """Sample one completion per prompt (text, chat messages or token ids), no gradient.
 
+        ``model`` is ``"policy"`` (the live model), ``"reference"`` or a snapshot name, as for :meth:`score`.
         ``sampling`` overrides the run's generation settings for this call (``temperature``, ``top_p``,
         ``max_new_tokens``, ``do_sample``, ...). Prompts go through the chat template as training prompts do; a
         prompt given as token ids is generated from as it is (a later turn continues the exact tokens before it).
@@ -176,11 +190,32 @@ class PolicyAccess:
             return []
         trainer = self._trainer
         prompt_ids = self._token_ids(self._local(list(prompts)))
-        with self._sampling_overrides(sampling):
+        with self._sampling_overrides(sampling), self._generating_with(model):
             completion_ids, _ = trainer._generate_single_turn(prompt_ids, None, {}, 1)
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         results = [Generation(list(p), list(c), t) for p, c, t in zip(prompt_ids, completion_ids, texts)]
         return self._whole(results, len(prompts))
+
+    @contextlib.contextmanager
+    def _generating_with(self, which: str):
+        """TRL's generation path, run on another model: TRL samples ``trainer.model_wrapped``, so that is lent."""
+        if which == "policy":
+            yield
+            return
+        trainer = self._trainer
+        if trainer.use_vllm:
+            raise StackrlError(
+                f"generate(model={which!r}): vLLM holds the live policy's weights only; sampling another model "
+                "needs trainer.use_vllm: false"
+            )
+        _refuse_sharded(trainer, f"generate(model={which!r})")
+        with self._frozen_model(which, "generate") as net:
+            original = trainer.model_wrapped
+            trainer.model_wrapped = net
+            try:
+                yield
+            finally:
+                trainer.model_wrapped = original
 
     @contextlib.contextmanager
     def _sampling_overrides(self, sampling: dict):
@@ -283,27 +318,34 @@ class PolicyAccess:
             return _packed_scores(rows, wanted, max(len(k) for k in continuation_ids), topk, full_vocab)
         return _padded_scores(rows, topk, full_vocab)
 
-    def update_snapshot(self, name: str, decay: float = 0.0) -> None:
+    def update_snapshot(self, name: str, decay: float = 0.0, *, checkpoint: bool = False) -> None:
         """Keep a frozen copy of the policy under ``name``, to score with as ``score(..., model=name)``.
 
         The first call copies the live policy; each later call moves the copy to ``decay * copy + (1 - decay) *
         policy``: ``decay=0`` copies again (a teacher synced every N steps), ``0.999`` each step is an EMA. Frozen
         weights (a LoRA model's base, quantized weights) are shared, not copied. Every process must make the same
-        calls. Snapshots are not checkpointed: a resumed run starts them again from the restored policy.
+        calls. A snapshot made with ``checkpoint=True`` is saved in every checkpoint and comes back on resume; the
+        others start again from the restored policy.
         """
         if name in ("policy", "reference"):
             raise StackrlError(f"update_snapshot(): '{name}' names a model already; choose another snapshot name")
         trainer = self._trainer
-        if trainer._dist.is_zero3 or trainer._dist.is_fsdp:
-            raise StackrlError(
-                "update_snapshot(): the policy's weights are sharded (ZeRO-3/FSDP); snapshots need DDP or ZeRO-2"
-            )
+        _refuse_sharded(trainer, "update_snapshot()")
         live = trainer.accelerator.unwrap_model(trainer.model)
         snapshots = _SNAPSHOTS.setdefault(trainer, {})
         if name in snapshots:
             snapshots[name].update(live, decay)
         else:
             snapshots[name] = Snapshot(live)
+        snapshots[name].checkpointed = snapshots[name].checkpointed or checkpoint
+
+    def snapshot(self, name: str) -> Snapshot:
+        """The snapshot ``name``; an error listing the run's snapshots if there is none."""
+        snapshots = _SNAPSHOTS.get(self._trainer, {})
+        if name not in snapshots:
+            kept = ", ".join(repr(n) for n in snapshots) or "none yet"
+            raise StackrlError(f"no snapshot {name!r} (snapshots come from update_snapshot; this run has {kept})")
+        return snapshots[name]
 
     @contextlib.contextmanager
     def _unwrapped(self):
@@ -314,21 +356,13 @@ class PolicyAccess:
             yield trainer.accelerator.unwrap_model(trainer.model)
 
     @contextlib.contextmanager
-    def _scoring_model(self, which: str, grad: bool):
+    def _frozen_model(self, which: str, caller: str):
+        """The reference model (the base with the LoRA adapter off, or TRL's reference) or a snapshot."""
         trainer = self._trainer
         snapshots = _SNAPSHOTS.get(trainer, {})
         if which in snapshots:
-            if grad:
-                raise StackrlError(f"score(): snapshot '{which}' is frozen; grad=True needs model='policy'")
             yield snapshots[which].model
-        elif which == "policy" and grad:
-            yield self._grad_model
-        elif which == "policy":
-            with self._unwrapped() as unwrapped:
-                yield unwrapped
         elif which == "reference":
-            if grad:
-                raise StackrlError("score(): the reference model is frozen; grad=True needs model='policy'")
             if hasattr(trainer.accelerator.unwrap_model(trainer.model), "disable_adapter"):
                 with self._unwrapped() as unwrapped, unwrapped.disable_adapter():
                     yield unwrapped
@@ -336,12 +370,28 @@ class PolicyAccess:
                 yield trainer.ref_model
             else:
                 raise StackrlError(
-                    "score(model='reference'): this run has no reference model; use LoRA (model.lora) "
+                    f"{caller}(model='reference'): this run has no reference model; use LoRA (model.lora) "
                     "or set trainer.beta > 0 so TRL loads one"
                 )
         else:
             names = ", ".join(repr(n) for n in ("policy", "reference", *snapshots))
-            raise StackrlError(f"score(): model must be one of {names} (snapshots come from update_snapshot), not {which!r}")
+            raise StackrlError(
+                f"{caller}(): model must be one of {names} (snapshots come from update_snapshot), not {which!r}"
+            )
+
+    @contextlib.contextmanager
+    def _scoring_model(self, which: str, grad: bool):
+        if which == "policy" and grad:
+            yield self._grad_model
+        elif which == "policy":
+            with self._unwrapped() as unwrapped:
+                yield unwrapped
+        else:
+            with self._frozen_model(which, "score") as net:
+                if grad:
+                    frozen = "the reference model" if which == "reference" else f"snapshot {which!r}"
+                    raise StackrlError(f"score(): {frozen} is frozen; grad=True needs model='policy'")
+                yield net
 
     def _score_batch(self, net, items, topk, full_vocab, temperature):
         device = self._trainer.accelerator.device

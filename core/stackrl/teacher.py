@@ -300,9 +300,11 @@ class Snapshot:
             # fused LM head does): the copy runs its class's own forward.
             module.__dict__.pop("forward", None)
         self.model.train(False)
-        for p in self.model.parameters():
-            if p.requires_grad:
-                p.requires_grad_(False)
+        # The copied weights, by name: what an update moves, a checkpoint saves and a restore copies back.
+        self.own = {n: p for n, p in self.model.named_parameters() if id(p) not in shared}
+        for p in self.own.values():
+            p.requires_grad_(False)
+        self.checkpointed = False  # saved in checkpoints (update_snapshot(..., checkpoint=True))
 
     @torch.no_grad()
     def update(self, live: torch.nn.Module, decay: float) -> None:
@@ -312,3 +314,13 @@ class Snapshot:
         for own, current in zip(self.model.parameters(), live.parameters(), strict=True):
             if own is not current:
                 own.lerp_(current.detach().to(own.dtype), 1.0 - decay)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().cpu().clone() for n, p in self.own.items()}
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict[str, torch.Tensor], where: str) -> None:
+        if set(state) != set(self.own):
+            raise StackrlError(f"{where}: the saved snapshot's weights do not match this run's model")
+        for n, p in self.own.items():
+            p.copy_(state[n])

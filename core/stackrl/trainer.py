@@ -47,7 +47,8 @@ from stackrl.context import (
 )
 from stackrl.errors import ConfigError, PluginError, StackrlError
 from stackrl.manager import PluginManager
-from stackrl.policy import PolicyAccess
+from stackrl.policy import PolicyAccess, snapshots_of
+from stackrl.policy_ops import PHASE_PREFIX, supervised_phase
 from stackrl.pool import POOL_ROW, POOL_STATE_FILE, Pool, added_file
 from stackrl.rewards import OUTCOME_REWARDS
 from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES
@@ -58,6 +59,7 @@ from stackrl.weights import reward_schedules
 logger = logging.getLogger(__name__)
 
 PLUGIN_STATE_FILE = "stackrl_plugins.pt"
+SNAPSHOTS_FILE = "stackrl_snapshots.pt"  # the snapshots kept with checkpoint=True
 ROW_INDEX = "stackrl_row"  # each row's index in the whole rollout; per-sample so TRL's shuffle carries it
 
 
@@ -569,7 +571,8 @@ class StackTrainer(GRPOTrainer):
             logged.setdefault(name, []).append(value)
 
         pool = self.pool if hook in ("train_begin", "post_step") else None
-        ctx = self._context(StepContext, rollout=self._rollouts.get("train"), _log=log, _pool=pool)
+        phase = self._supervised_phase if hook == "post_step" else None
+        ctx = self._context(StepContext, rollout=self._rollouts.get("train"), _log=log, _pool=pool, _phase=phase)
         self.plugins.each(hook, ctx=ctx)
         if hook == "train_end" and logged:
             # TRL has written its last log line by now: write these as one more.
@@ -577,6 +580,13 @@ class StackTrainer(GRPOTrainer):
             return
         for name, values in logged.items():
             self._metrics["train"][name].extend(values)
+
+    def _supervised_phase(self, plugin: str, name: str, contexts, completion_ids, **options) -> dict:
+        """A plugin's supervised phase, its figures logged at once as their own line under ``phase/<name>/``."""
+        figures = supervised_phase(self, self._shared_policy, name, contexts, completion_ids, **options)
+        self.log_figures({f"{PHASE_PREFIX}{name}/{key}": value for key, value in figures.items()})
+        logger.info("plugin '%s' ran supervised phase '%s' at step %d: %s", plugin, name, self.state.global_step, figures)
+        return figures
 
     # -- logs -----------------------------------------------------------------------------------------------------
 
@@ -626,6 +636,9 @@ class StackTrainer(GRPOTrainer):
             _write_atomic(os.path.join(folder, file_name), lambda f, t=text: f.write(t.encode()))
         if self.pool is not None:
             _write_atomic(os.path.join(folder, POOL_STATE_FILE), lambda f: torch.save(self.pool.state_dict(), f))
+        kept = {name: s.state_dict() for name, s in snapshots_of(self).items() if s.checkpointed}
+        if kept:
+            _write_atomic(os.path.join(folder, SNAPSHOTS_FILE), lambda f: torch.save(kept, f))
         # Last: its presence marks the checkpoint complete (see last_checkpoint).
         _write_atomic(os.path.join(folder, PLUGIN_STATE_FILE), lambda f: torch.save(states, f))
 
@@ -644,6 +657,11 @@ class StackTrainer(GRPOTrainer):
         pool_path = os.path.join(checkpoint, POOL_STATE_FILE)
         if self.pool is not None and os.path.exists(pool_path):
             self.pool.load_state_dict(torch.load(pool_path, weights_only=True))
+        snapshots_path = os.path.join(checkpoint, SNAPSHOTS_FILE)
+        if os.path.exists(snapshots_path):
+            for name, saved in torch.load(snapshots_path, weights_only=True).items():
+                self._shared_policy.update_snapshot(name, checkpoint=True)
+                snapshots_of(self)[name].load_state_dict(saved, f"{snapshots_path}: snapshot '{name}'")
         path = os.path.join(checkpoint, PLUGIN_STATE_FILE)
         states = torch.load(path, weights_only=True) if os.path.exists(path) else {}
         for name in self.plugins.implementers("load_state_dict"):

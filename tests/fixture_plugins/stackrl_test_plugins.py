@@ -408,3 +408,41 @@ class PoolSteer(Plugin):
     def load_state_dict(self, state):
         self.drawn = [list(d) for d in state["drawn"]]
         self.categories = [list(c) for c in state["categories"]]
+
+
+@dataclass
+class RestartPhaseConfig:
+    at_step: int = 3
+    learning_rate: float = 0.01
+
+
+class RestartPhase(Plugin):
+    """Keeps the starting weights, buffers every completion it sees, and at ``at_step`` restarts from the starting
+    weights with a supervised phase on the buffer: snapshot, buffer and phase must all survive a resume."""
+
+    Config = RestartPhaseConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.prompt_ids, self.completion_ids = [], []
+
+    @hookimpl
+    def train_begin(self, ctx):
+        if ctx.step == 0:
+            ctx.update_snapshot("start", checkpoint=True)
+
+    @hookimpl
+    def post_step(self, ctx):
+        self.prompt_ids.extend(ctx.rollout.prompt_ids)
+        self.completion_ids.extend(ctx.rollout.completion_ids)
+        if ctx.step == self.config.at_step:
+            ctx.supervised_phase("restart", self.prompt_ids, self.completion_ids, restore="start",
+                                 learning_rate=self.config.learning_rate)
+
+    @hookimpl
+    def state_dict(self):
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.prompt_ids, self.completion_ids = state["prompt_ids"], state["completion_ids"]
