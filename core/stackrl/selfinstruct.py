@@ -138,6 +138,14 @@ def review(problems: list[str], known: SimilarityIndex, settings: SelfInstructSe
     return kept, rejected
 
 
+def request_text(problems: list[str], request: str = REQUEST) -> str:
+    """``request``, then ``problems`` as a numbered list (whitespace collapsed, a trailing colon dropped), then the
+    next number: the text a written problem continues. The built-in model learned to pose problems from it
+    (``stackrl/arith-skills``, with no system prompt)."""
+    listed = "".join(f"{n}. {' '.join(problem.split()).rstrip(':')}\n" for n, problem in enumerate(problems, 1))
+    return f"{request}{listed}{len(problems) + 1}."
+
+
 # -- the round ------------------------------------------------------------------------------------------------------
 
 
@@ -215,10 +223,10 @@ class SelfInstruct:
         return ids
 
     def request_prompt(self, problems: list[str], chat: bool):
-        """A request to continue the numbered list of ``problems``: text ending with the next number, or a chat."""
+        """A request to continue the numbered list of ``problems`` (in a random order): text ending with the next
+        number, or a chat."""
         order = torch.randperm(len(problems), generator=self._generator).tolist()
-        listed = "".join(f"{n}. {' '.join(problems[i].split()).rstrip(':')}\n" for n, i in enumerate(order, 1))
-        user = f"{self.settings.request}{listed}{len(problems) + 1}."
+        user = request_text([problems[i] for i in order], self.settings.request)
         system = self.settings.system_prompt
         if chat:
             return [*([{"role": "system", "content": system}] if system else []), {"role": "user", "content": user}]

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from dataclasses import dataclass
 
-__all__ = ["CATEGORIES", "REFERENCE_TEMPLATE", "SPLITS", "make_dataset", "make_problem", "reference_prompt", "split_of"]
+__all__ = ["CATEGORIES", "REFERENCE_TEMPLATE", "SPLITS", "make_dataset", "make_problem", "read_problem", "reference_prompt",
+           "split_of"]
 
 # A prompt that shows a worked solution before the question: what a privileged-context teacher reads. The
 # built-in model is trained on it too (stackrl.tasks.pretrain), so it continues such a prompt by following the
@@ -129,3 +131,38 @@ def make_dataset(
     if not rows:
         return Dataset.from_dict({"question": [], "answer": [], "solution": [], "category": []})
     return Dataset.from_list(rows)
+
+
+_QUESTION = re.compile(r"What is ([\d()+*\- ]+)\?")
+_CHAIN = re.compile(r"\d+|[-+*]")
+
+
+def read_problem(question: str) -> dict[str, str | None] | None:
+    """The problem a question of this task's form asks (``make_problem``'s dict, its category ``None`` when the
+    numbers fit none), or ``None`` for text that is not such a question: the chain written as ``make_problem``
+    writes it, multipliers 2-9, no value below 0. How a problem the policy wrote itself is read."""
+    found = _QUESTION.fullmatch(question.strip())
+    if found is None:
+        return None
+    value, *rest = _CHAIN.findall(found[1])
+    value, expr, lines, operands = int(value), value, [], [int(value)]
+    if len(rest) % 2 or not rest or value < 1:
+        return None
+    for step, (op, text) in enumerate(zip(rest[::2], rest[1::2])):
+        operand = int(text)
+        if op not in "+-*" or not text.isdigit() or (op == "*" and not 2 <= operand <= 9) or operand < 1:
+            return None
+        result = value + operand if op == "+" else value - operand if op == "-" else value * operand
+        if result < 0:
+            return None
+        lines.append(f"{value} {op} {operand} = {result}")
+        expr = f"({expr}) {op} {operand}" if step else f"{expr} {op} {operand}"
+        if op != "*":  # a multiplier is one digit in every category
+            operands.append(operand)
+        value = result
+    if f"What is {expr}?" != question.strip():
+        return None
+    digits = {len(str(n)) for n in operands}
+    category = next((name for name, spec in _SPECS.items() if spec.steps == len(lines) and digits == {spec.digits}), None)
+    lines.append(f"The answer is {value}.")
+    return {"question": f"What is {expr}?\n", "answer": str(value), "solution": "\n".join(lines), "category": category}

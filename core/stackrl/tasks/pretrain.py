@@ -148,22 +148,41 @@ def evaluate(model, tokenizer, dataset, *, greedy: bool = True, temperature: flo
 
 
 def evaluate_skills(model, tokenizer, dataset, *, seed: int = 0) -> dict[str, dict]:
-    """The judge and repair figures of :mod:`stackrl.tasks.skills` on ``dataset``: verdicts greedy, first attempts
-    and their retries sampled at temperature 1 (as ``stackrl eval`` measures them with ``eval.temperature`` 0 and 1)."""
+    """The figures of :mod:`stackrl.tasks.skills` on ``dataset``: verdicts greedy; first attempts, retries (bare,
+    after the model's own greedy check and after a perfect one), replies after two attempts and posed problems
+    sampled at temperature 1 (as ``stackrl eval`` measures judging and repairing with ``eval.temperature`` 0 and
+    1). Problems are posed in reply to requests listing 4 of the dataset's questions each."""
     from stackrl.rewards import exact_match
-    from stackrl.tasks.skills import judge_figures, judge_prompts, repair_figures, repair_prompts
+    from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, judge_reply
+    from stackrl.tasks.skills import (
+        debate_figures, debate_prompts, judge_figures, judge_prompts, pose_figures, repair_figures, repair_prompts,
+    )
+    from stackrl.selfinstruct import request_text
 
     questions, solutions, answers, categories = (
         list(dataset[c]) for c in ("question", "solution", "answer", "category")
     )
+    sample = lambda prompts, offset, **kw: generate(model, tokenizer, prompts, greedy=False, seed=seed + offset, **kw)  # noqa: E731
+    right = lambda texts: [exact_match(t, a) for t, a in zip(texts, answers)]  # noqa: E731
     replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=128)
-    attempts = generate(model, tokenizer, questions, greedy=False, seed=seed)
-    retries = generate(model, tokenizer, repair_prompts(questions, attempts), greedy=False, seed=seed + 1)
-    first = [exact_match(t, a) for t, a in zip(attempts, answers)]
-    second = [exact_match(t, a) for t, a in zip(retries, answers)]
+    attempts = sample(questions, 0)
+    first = right(attempts)
+    second = right(sample(repair_prompts(questions, attempts), 1))
+    checks = generate(model, tokenizer, [judge_prompt(q, a) for q, a in zip(questions, attempts)], max_new_tokens=128)
+    own_checked = right(sample([checked_retry_prompt(q, a, c) for q, a, c in zip(questions, attempts, checks)], 1))
+    true_checks = [judge_reply(a) if _well_formed(a) else c for a, c in zip(attempts, checks)]
+    true_checked = right(sample([checked_retry_prompt(q, a, c) for q, a, c in zip(questions, attempts, true_checks)], 1))
+    others = sample(questions, 2)
+    debated = right(sample(debate_prompts(questions, attempts, others), 3))
+    shown = [questions[i : i + 4] for i in range(0, len(questions), 4)]
+    posed = sample([request_text(examples) for examples in shown], 4)
     return {
         "judge": judge_figures(replies, categories),
         "repair": repair_figures(first, second, categories),
+        "repair_after_own_check": repair_figures(first, own_checked, categories),
+        "repair_after_true_check": repair_figures(first, true_checked, categories),
+        "debate": debate_figures(first, right(others), debated),
+        "pose": pose_figures(posed, [[q.strip() for q in examples] for examples in shown]),
     }
 
 
@@ -219,13 +238,20 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
     """Problems drawn from ``train`` with replacement, each taught in one role drawn with the weights of ``mix``:
     "solve" (question -> solution), "judge" and "repair" (:mod:`stackrl.tasks.roles`; attempts shown with one slip
     as ``_SLIPPED`` says), "redo" (a retry after one of ``misses``, the (question, wrong attempt, solution) triples
-    of :func:`_misses`), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a check
-    line's two numbers alone, 1 to 3 digits, the second slipped half the time, and its mark) and "read" (a
+    of :func:`_misses`), "recheck" (a retry after a wrong attempt and its check, :func:`_wrong_attempt`), "debate"
+    (a retry after two attempts, a wrong one and, half the time, a right one, in either order), "pose" (2 to 6
+    training questions listed as :func:`stackrl.selfinstruct.request_text` lists them, continued by two new
+    problems of any category), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a
+    check line's two numbers alone, 1 to 3 digits, the second slipped half the time, and its mark) and "read" (a
     reference solution, spoiled, before the question, as in phase 2)."""
-    from stackrl.tasks.arithmetic import reference_prompt
-    from stackrl.tasks.roles import _SLIPS, compare_line, judge_prompt, judge_reply, retry_prompt, slip
+    from stackrl.selfinstruct import request_text
+    from stackrl.tasks.arithmetic import CATEGORIES, make_problem, reference_prompt
+    from stackrl.tasks.roles import (
+        _SLIPS, checked_retry_prompt, compare_line, judge_prompt, judge_reply, retry_prompt, slip,
+    )
 
     roles, weights = list(mix), list(mix.values())
+    checkable = [miss for miss in misses if _well_formed(miss[1])]
     while True:
         batch = []
         for _ in range(batch_size):
@@ -240,6 +266,21 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
             if role == "redo":
                 question, attempt, solution = misses[rng.randrange(len(misses))]
                 batch.append(_example(tokenizer, retry_prompt(question, attempt), solution))
+                continue
+            if role == "pose":
+                shown = [train[rng.randrange(len(train))]["question"] for _ in range(rng.randint(2, 6))]
+                first, second = (make_problem(rng, rng.choice(CATEGORIES))["question"].strip() for _ in range(2))
+                batch.append(_example(tokenizer, request_text(shown), f" {first}\n{len(shown) + 2}. {second}"))
+                continue
+            if role in ("recheck", "debate"):
+                question, attempt, solution = _wrong_attempt(train, checkable, rng)
+                if role == "recheck":
+                    prompt = checked_retry_prompt(question, attempt, judge_reply(attempt))
+                else:
+                    other = solution if rng.random() < 0.5 else slip(solution, rng)
+                    first, second = rng.sample([attempt, other], 2)
+                    prompt = retry_prompt(retry_prompt(question, first), second)
+                batch.append(_example(tokenizer, prompt, solution))
                 continue
             row = train[rng.randrange(len(train))]
             question, solution = row["question"], row["solution"]
@@ -257,6 +298,28 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
                 shown = _spoiled(solution, rng)
                 batch.append(_example(tokenizer, reference_prompt(shown, question), shown))
         yield batch
+
+
+def _wrong_attempt(train, misses, rng: random.Random) -> tuple[str, str, str]:
+    """(question, wrong attempt, solution): half the time one of the model's own wrong attempts (``misses``, those
+    a check can go through), else a training problem's solution with a slip."""
+    from stackrl.tasks.roles import slip
+
+    if misses and rng.random() < 0.5:
+        return misses[rng.randrange(len(misses))]
+    row = train[rng.randrange(len(train))]
+    return row["question"], slip(row["solution"], rng), row["solution"]
+
+
+def _well_formed(attempt: str) -> bool:
+    """Whether ``attempt`` is written in the task's solution format, so a check can go through its lines."""
+    from stackrl.tasks.roles import _steps
+
+    try:
+        _steps(attempt)
+    except ValueError:
+        return False
+    return True
 
 
 def _misses(model, tokenizer, problems, seed: int) -> list[tuple[str, str, str]]:
@@ -319,6 +382,10 @@ _RECIPE = (
     "stackrl.tasks.pretrain:_reading_batches",
     "stackrl.tasks.pretrain:_skills_batches",
     "stackrl.tasks.pretrain:_SLIPPED",
+    "stackrl.tasks.pretrain:_wrong_attempt",
+    "stackrl.tasks.pretrain:_well_formed",
+    "stackrl.tasks.roles:checked_retry_prompt",
+    "stackrl.selfinstruct:request_text",
     "stackrl.tasks.pretrain:_misses",
     "stackrl.tasks.pretrain:generate",
     "stackrl.tasks.pretrain:_mark_cut",
@@ -427,7 +494,7 @@ def pretrain(
     compare_steps: int = 0,
     skills_steps: int = 0,
     skills_lr: float = 1e-3,
-    skills_mix: str = "solve=1,read=0.5,judge=2,repair=2,compare=1,mark=2",
+    skills_mix: str = "solve=1,read=0.5,judge=2,repair=1,redo=1,recheck=1,debate=1,pose=0.5,compare=1,mark=2",
     redo_problems: int = 0,
     init: str | Path | None = None,
     seed: int = 0,
@@ -558,7 +625,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compare-steps", type=int, default=0)
     parser.add_argument("--skills-steps", type=int, default=0)
     parser.add_argument("--skills-lr", type=float, default=1e-3)
-    parser.add_argument("--skills-mix", default="solve=1,read=0.5,judge=2,repair=2,compare=1,mark=2")
+    parser.add_argument("--skills-mix", default="solve=1,read=0.5,judge=2,repair=1,redo=1,recheck=1,debate=1,pose=0.5,compare=1,mark=2")
     parser.add_argument(
         "--redo-problems", type=int, default=0, help="train problems whose wrong attempts make the redo role"
     )

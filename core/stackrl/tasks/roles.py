@@ -31,6 +31,7 @@ __all__ = [
     "SAME",
     "VERDICT_PREFIX",
     "WRONG",
+    "checked_retry_prompt",
     "compare_line",
     "judge_prompt",
     "judge_reply",
@@ -62,6 +63,12 @@ def judge_prompt(prompt: str, attempt: str) -> str:
 def retry_prompt(prompt: str, attempt: str) -> str:
     """The prompt asking for a new solution after ``attempt``, as :data:`RETRY_TEMPLATE` lays it out."""
     return RETRY_TEMPLATE.format(prompt=prompt, attempt=attempt)
+
+
+def checked_retry_prompt(prompt: str, attempt: str, check: str) -> str:
+    """The prompt asking for a new solution after ``attempt`` and a ``check`` of it (a judge reply): the judge
+    prompt, the check, then :data:`RETRY_INSTRUCTION`; what critique-then-retry methods chain."""
+    return judge_prompt(prompt, attempt) + check + "\n" + RETRY_INSTRUCTION + "\n"
 
 
 def parse_verdict(reply: str) -> bool | None:

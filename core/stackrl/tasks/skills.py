@@ -8,6 +8,13 @@ script that makes the built-in models (:mod:`stackrl.tasks.pretrain`); generatin
   of wrong ones judged wrong (``wrong_judged_wrong``); a reply without a verdict is a miss either way.
 - repair: the model's own first attempts are retried with :func:`~stackrl.tasks.roles.retry_prompt`. ``fix`` is the
   share of wrong first attempts whose retry is right, ``keep`` the share of right ones whose retry stays right.
+  The same figures after a check of the attempt (:func:`~stackrl.tasks.roles.checked_retry_prompt`) measure
+  retrying after a critique.
+- debate: a retry after two of the model's own attempts; ``given_a_right`` is the share of replies that are right
+  where at least one attempt shown is, beside ``copy_baseline``, what copying a shown attempt at random scores there.
+- pose: the problems written in reply to :func:`~stackrl.selfinstruct.request_text` requests, read with
+  :func:`~stackrl.tasks.arithmetic.read_problem`: the shares that are the task's questions, of one of its
+  categories, distinct, and not among the examples shown.
 """
 
 from __future__ import annotations
@@ -16,7 +23,16 @@ import random
 
 from stackrl.tasks.roles import judge_prompt, parse_verdict, retry_prompt, slip
 
-__all__ = ["SKILLS", "judge_figures", "judge_prompts", "repair_figures", "repair_prompts"]
+__all__ = [
+    "SKILLS",
+    "debate_figures",
+    "debate_prompts",
+    "judge_figures",
+    "judge_prompts",
+    "pose_figures",
+    "repair_figures",
+    "repair_prompts",
+]
 
 SKILLS = ("solve", "judge", "repair")
 
@@ -79,3 +95,44 @@ def repair_figures(first: list[float], second: list[float], categories: list[str
         names = dict.fromkeys(categories)
         result["by_category"] = {c: figures([i for i in range(len(first)) if categories[i] == c]) for c in names}
     return result
+
+
+def debate_prompts(prompts: list[str], first: list[str], second: list[str]) -> list[str]:
+    """The retry prompt after two attempts at each problem, ``first`` then ``second``."""
+    return [retry_prompt(retry_prompt(p, a), b) for p, a, b in zip(prompts, first, second)]
+
+
+def debate_figures(first: list[float], second: list[float], reply: list[float]) -> dict:
+    """What a reply after two shown attempts scores, from the correctness of each attempt and of the reply."""
+    shown_right = [i for i in range(len(reply)) if first[i] or second[i]]
+    none_right = [i for i in range(len(reply)) if not (first[i] or second[i])]
+    return {
+        "given_a_right": _mean(reply[i] for i in shown_right),
+        "copy_baseline": _mean((first[i] + second[i]) / 2 for i in shown_right),
+        "given_none_right": _mean(reply[i] for i in none_right),
+        "with_a_right": len(shown_right),
+        "with_none_right": len(none_right),
+    }
+
+
+def pose_figures(replies: list[str], shown: list[list[str]]) -> dict:
+    """What the problems written in ``replies`` to requests showing ``shown`` are, read as the arithmetic task's
+    questions: ``per_request`` problems on average, and the shares of them that are ``questions`` of the task,
+    ``in_category`` (of one of its categories), ``distinct`` among those questions and ``new`` (none of the
+    questions its request showed); ``by_category`` counts the questions."""
+    from stackrl.selfinstruct import parse_problems
+    from stackrl.tasks.arithmetic import CATEGORIES, read_problem
+
+    written = [(problem, examples) for reply, examples in zip(replies, shown)
+               for problem in parse_problems(reply, continued=True)]
+    read = [(read_problem(problem), examples) for problem, examples in written]
+    questions = [(row, examples) for row, examples in read if row is not None]
+    texts = [row["question"] for row, _ in questions]
+    return {
+        "per_request": len(written) / max(1, len(replies)),
+        "questions": _mean(row is not None for row, _ in read),
+        "in_category": _mean(row is not None and row["category"] is not None for row, _ in read),
+        "distinct": len(set(texts)) / max(1, len(texts)),
+        "new": _mean(row["question"] not in examples for row, examples in questions),
+        "by_category": {c: sum(row["category"] == c for row, _ in questions) for c in CATEGORIES},
+    }
