@@ -76,3 +76,63 @@ def test_a_redo_example_retries_after_a_wrong_attempt_the_model_sampled_on_a_tra
     shown = {(tokenizer.decode(p), tokenizer.decode(c, skip_special_tokens=True)) for p, c in batch}
     assert shown <= {(retry_prompt(q, a), s) for q, a, s in misses}
     assert all(c[-1] == tokenizer.eos_token_id for _, c in batch)
+
+
+def test_retries_after_a_check_and_after_two_attempts_follow_a_wrong_attempt_and_target_the_solution():
+    import random
+
+    from transformers import AutoTokenizer
+
+    from stackrl.tasks.arithmetic import make_dataset
+    from stackrl.tasks.pretrain import _skills_batches
+    from stackrl.tasks.roles import checked_retry_prompt, judge_reply, parse_verdict, retry_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(arith_tiny_path())
+    problems = make_dataset("train", 30, seed=4)
+    own = (problems[0]["question"], "1 + 2 = 4\nThe answer is 4.", problems[0]["solution"])
+    misses = [own, (problems[1]["question"], "not a solution", problems[1]["solution"])]
+    solutions = dict(zip(problems["question"], problems["solution"]))
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+
+    checked = next(_skills_batches(tokenizer, problems, random.Random(0), 40, {"recheck": 1.0}, misses))
+    seen_own = False
+    for prompt, target in ((decode(p), decode(c)) for p, c in checked):
+        question = next(q for q in solutions if prompt.startswith(q))
+        attempt = prompt[len(question):].split("\nCheck:\n")[0]
+        assert prompt == checked_retry_prompt(question, attempt, judge_reply(attempt))
+        assert parse_verdict(judge_reply(attempt)) is False and target == solutions[question]
+        seen_own |= (question, attempt) == own[:2]
+    assert seen_own  # the model's own wrong attempts, those a check can go through, are among them
+
+    debated = next(_skills_batches(tokenizer, problems, random.Random(0), 40, {"debate": 1.0}, misses))
+    rights = 0
+    for prompt, target in ((decode(p), decode(c)) for p, c in debated):
+        question = next(q for q in solutions if prompt.startswith(q))
+        first, second = prompt[len(question):].split("\nTry again.\n")[:2]
+        assert prompt == retry_prompt(retry_prompt(question, first), second) and target == solutions[question]
+        shown_right = [attempt == solutions[question] for attempt in (first, second)]
+        assert sum(shown_right) <= 1  # one of the two is wrong
+        rights += sum(shown_right)
+    assert 0 < rights < len(debated)
+
+
+def test_a_pose_example_lists_training_questions_and_continues_with_two_new_problems():
+    import random
+
+    from transformers import AutoTokenizer
+
+    from stackrl.selfinstruct import parse_problems, request_text
+    from stackrl.tasks.arithmetic import make_dataset, read_problem
+    from stackrl.tasks.pretrain import _skills_batches
+
+    tokenizer = AutoTokenizer.from_pretrained(arith_tiny_path())
+    problems = make_dataset("train", 30, seed=4)
+    batch = next(_skills_batches(tokenizer, problems, random.Random(0), 16, {"pose": 1.0}))
+    for prompt_ids, target_ids in batch:
+        prompt, target = tokenizer.decode(prompt_ids), tokenizer.decode(target_ids, skip_special_tokens=True)
+        shown = parse_problems(prompt.split("\n", 1)[1], continued=False)  # the last number has no item yet
+        assert prompt == request_text(shown) and 2 <= len(shown) <= 6
+        assert all(question + "\n" in problems["question"] for question in shown)
+        written = parse_problems(target, continued=True)
+        assert len(written) == 2 and all(read_problem(w)["category"] is not None for w in written)
+        assert target_ids[-1] == tokenizer.eos_token_id

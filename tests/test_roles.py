@@ -12,6 +12,7 @@ from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
 from stackrl.tasks.roles import (
     JUDGE_MARKER,
     RETRY_INSTRUCTION,
+    checked_retry_prompt,
     judge_prompt,
     judge_reply,
     parse_verdict,
@@ -25,9 +26,11 @@ QUESTION, SOLUTION = "What is (3 + 4) * 2?\n", "3 + 4 = 7\n7 * 2 = 14\nThe answe
 def test_prompts_are_the_documented_strings():
     assert judge_prompt(QUESTION, SOLUTION) == QUESTION + SOLUTION + "\nCheck:\n"
     assert retry_prompt(QUESTION, SOLUTION) == QUESTION + SOLUTION + "\nTry again.\n"
+    check = "3 + 4 = 7 | 8 no\nVerdict: wrong"
+    assert checked_retry_prompt(QUESTION, SOLUTION, check) == QUESTION + SOLUTION + "\nCheck:\n" + check + "\nTry again.\n"
     assert JUDGE_MARKER == "Check:" and RETRY_INSTRUCTION == "Try again."
     assert (tasks.CORRECT, tasks.WRONG) == ("correct", "wrong")
-    assert tasks.judge_prompt is judge_prompt and tasks.slip is slip
+    assert tasks.judge_prompt is judge_prompt and tasks.slip is slip and tasks.checked_retry_prompt is checked_retry_prompt
 
 
 def test_judge_reply_stops_at_the_first_wrong_line():

@@ -9,7 +9,7 @@ import pytest
 
 from stackrl.rewards import exact_match
 from stackrl.tasks import BUILTIN_MODELS, TASKS
-from stackrl.tasks.arithmetic import CATEGORIES, make_dataset, reference_prompt, split_of
+from stackrl.tasks.arithmetic import CATEGORIES, make_dataset, read_problem, reference_prompt, split_of
 
 _STEP = re.compile(r"^(\d+) ([+*-]) (\d+) = (\d+)$")
 
@@ -64,6 +64,27 @@ def test_answers_are_exact(split):
         assert previous == row["answer"]
         assert exact_match(row["solution"], row["answer"]) == 1.0
         assert exact_match(row["solution"], str(int(row["answer"]) + 1)) == 0.0
+
+
+def test_a_question_of_the_task_reads_back_as_its_problem():
+    for row in make_dataset("train", 120, seed=5):
+        assert read_problem(row["question"]) == row
+    # well formed, but of no category: a 1-digit operand among 2-digit ones, a single step
+    assert read_problem("What is (12 + 3) * 2?")["answer"] == "30"
+    assert read_problem("What is (12 + 3) * 2?")["category"] is None
+    assert read_problem("What is 3 + 4?")["category"] is None
+
+
+@pytest.mark.parametrize("text", [
+    "What is 3 + 4 * 2?",  # not the left-to-right chain with its parentheses
+    "What is (3 - 5) + 1?",  # a value below 0
+    "What is (3 + 4) * 12?",  # a multiplier of two digits
+    "What is 7?",
+    "What is (3 + 4) * 2",
+    "Solve (3 + 4) * 2.",
+])
+def test_text_that_is_not_a_question_of_the_task_is_not_read(text):
+    assert read_problem(text) is None
 
 
 def test_train_test_disjoint():

@@ -12,7 +12,8 @@ from tqdm.auto import tqdm
 from stackrl.config import EvalSection, LoadedConfig
 from stackrl.data import load_prompts
 from stackrl.rewards import OUTCOME_REWARDS, extract_answer
-from stackrl.tasks.roles import judge_prompt, parse_verdict
+from stackrl.selfinstruct import request_text
+from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, parse_verdict
 
 
 def _prompt_texts(tokenizer, prompts: list) -> list[str]:
@@ -132,8 +133,9 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
     """Held-out figures of ``eval.skill`` on ``eval.size`` problems of the ``eval.split`` split.
 
     solve: pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, pass@k (some
-    sample right; when k > 1) and pass@1 per category. judge and repair (one reply per prompt): the figures of
-    :mod:`stackrl.tasks.skills`. The same model and config give the same figures.
+    sample right; when k > 1) and pass@1 per category. judge, repair, recheck, debate and pose (one reply per
+    prompt): the figures of :mod:`stackrl.tasks.skills`; pose shows the problems four to a request. The same model
+    and config give the same figures.
 
     With an ``accelerator`` over several processes, every process must call this: each evaluates a share of the
     batches and all return the figures for the whole split, the same as one process computes.
@@ -164,6 +166,24 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
             first = [check(t, answer) for t, answer in zip(attempts, answers)]
             second = [check(t, answer) for t, answer in zip(retries, answers)]
             return {"skill": "repair", **skills.repair_figures(first, second, categories)}
+        if section.skill == "recheck":
+            attempts = [texts[0] for texts in generate(prompts, 1)]
+            checks = [texts[0] for texts in generate([judge_prompt(p, a) for p, a in zip(prompts, attempts)], 1)]
+            retried = [checked_retry_prompt(p, a, c) for p, a, c in zip(prompts, attempts, checks)]
+            retries = [texts[0] for texts in generate(retried, 1, section.seed + 1)]
+            first = [check(t, answer) for t, answer in zip(attempts, answers)]
+            second = [check(t, answer) for t, answer in zip(retries, answers)]
+            return {"skill": "recheck", **skills.repair_figures(first, second, categories)}
+        if section.skill == "debate":
+            attempts = [texts[0] for texts in generate(prompts, 1)]
+            others = [texts[0] for texts in generate(prompts, 1, section.seed + 2)]
+            replies = [texts[0] for texts in generate(skills.debate_prompts(prompts, attempts, others), 1, section.seed + 3)]
+            right = lambda texts: [check(t, answer) for t, answer in zip(texts, answers)]  # noqa: E731
+            return {"skill": "debate", **skills.debate_figures(right(attempts), right(others), right(replies))}
+        if section.skill == "pose":
+            shown = [prompts[i : i + 4] for i in range(0, len(prompts), 4)]
+            replies = [texts[0] for texts in generate([request_text(examples) for examples in shown], 1)]
+            return {"skill": "pose", **skills.pose_figures(replies, [[p.strip() for p in ex] for ex in shown])}
         k = section.samples
         completions = generate(prompts, k)
         verdicts = None

@@ -34,7 +34,7 @@ __all__ = [
     "repair_prompts",
 ]
 
-SKILLS = ("solve", "judge", "repair")
+SKILLS = ("solve", "judge", "repair", "recheck", "debate", "pose")
 
 
 def _mean(values) -> float:
