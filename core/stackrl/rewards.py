@@ -1,14 +1,18 @@
 """Built-in outcome rewards: compare a completion's final answer with the dataset's reference answer.
 
 A reward here is a plain function ``(completion_text, reference_answer) -> float``; the host turns the ones a
-config names into reward components (see :mod:`stackrl.trainer`).
+config names into reward components (see :mod:`stackrl.trainer`). A plugin that judges completions by these
+rewards reads the reference answers of its batch with :func:`reference_answers`.
 """
 
 from __future__ import annotations
 
 from stackrl.answers import answer_after_phrase, extract_answer
+from stackrl.errors import PluginError
 
-__all__ = ["OUTCOME_REWARDS", "answer_after_phrase", "exact_match", "extract_answer", "math_verify"]
+__all__ = [
+    "OUTCOME_REWARDS", "answer_after_phrase", "exact_match", "extract_answer", "math_verify", "reference_answers",
+]
 
 
 def _normalise(answer: str) -> str:
@@ -34,3 +38,17 @@ def math_verify(completion: str, answer: str) -> float:
 
 
 OUTCOME_REWARDS = {"exact_match": exact_match, "math_verify": math_verify}
+
+
+def reference_answers(columns: dict[str, list], column: str, *, plugin: str, purpose: str) -> list:
+    """The reference answer of every row, from ``columns`` (``ctx.rollout_columns`` or a rollout's ``columns``).
+
+    A ``data.label_free`` run hides the answer column from plugins, so a plugin that cannot work without it fails
+    here, naming its ``<plugin>.answer_column`` key and what it needs the answers for: ``purpose``, which follows
+    "to" ("tell failed attempts by").
+    """
+    if column not in columns:
+        raise PluginError(
+            f"{plugin}.answer_column: the batch has no column '{column}' to {purpose} (a label-free run hides it)"
+        )
+    return columns[column]

@@ -1,5 +1,12 @@
-"""Self-judging rewards on the built-in judging model, stackrl/arith-skills: what the mechanism tests and the
-benchmarks of the plugins on the judges block (:mod:`stackrl.judges`: selfjudge, sirlc, ssr) measure.
+"""A policy judging its own attempts, on the built-in judging model, stackrl/arith-skills: what the mechanism tests
+and the benchmarks of the plugins whose policy judges measure.
+
+- :func:`groups_split` and :func:`advantage_figures`: what a batch gives GRPO to learn from, and where GRPO's
+  advantages go;
+- :func:`verify_signal`: the same for the verify groups of a self-verification rollout (stackrl-rise,
+  stackrl-selfverify), whose rows judge an attempt shown in the prompt.
+
+The plugins on the judges block (:mod:`stackrl.judges`: selfjudge, sirlc, ssr) judge their own solutions:
 
 - :class:`JudgedSteps`: the rollouts of a label-free run, each with the plugin's judgements and the hidden truth;
 - :func:`judge_figures`: how judgements track correctness, across the batch and within groups;
@@ -18,10 +25,42 @@ from pathlib import Path
 
 import torch
 
+from stackrl.context import Rollout
 from stackrl.rewards import exact_match
+from stackrl.roles import ROLE_COLUMN, VERIFY
+from stackrl.tasks import parse_verdict
 from stackrl.truth import auroc
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
+
+
+def groups_split(values: torch.Tensor, group_size: int) -> float:
+    """The share of groups whose values (NaN ones left out) are not all equal: the groups GRPO learns from."""
+    groups = values.view(-1, group_size)
+    return sum(len(set(group[~torch.isnan(group)].tolist())) > 1 for group in groups) / len(groups)
+
+
+def advantage_figures(advantages: torch.Tensor, right: torch.Tensor, wrong: torch.Tensor) -> dict[str, float]:
+    """The mean advantage GRPO gave the ``right`` rows and the ``wrong`` ones (masks; NaN where a mask is empty)."""
+    return {"advantage_right": advantages[right].mean().item(), "advantage_wrong": advantages[wrong].mean().item()}
+
+
+def verify_signal(rollout: Rollout, reward: str, *, target_column: str = "attempt_correct") -> dict[str, float]:
+    """Over the rollout's verify rows, scored by the reward component ``reward``: ``verdict_rate`` (the share of
+    critiques that reach a verdict), ``groups_split`` (of the verify groups' rewards), and the mean advantage of
+    critiques whose verdict is right (``advantage_right``: the verdict is ``target_column``, the real correctness of
+    the attempt judged) and of those whose verdict is wrong (``advantage_wrong``; critiques without a verdict are in
+    neither)."""
+    verifying = torch.tensor([role == VERIFY for role in rollout.columns[ROLE_COLUMN]])
+    rows = verifying.nonzero().flatten().tolist()
+    verdicts = [parse_verdict(rollout.completions[i]) for i in rows]
+    reached = torch.tensor([verdict is not None for verdict in verdicts])
+    right = torch.tensor([verdict == rollout.columns[target_column][i] for i, verdict in zip(rows, verdicts)])
+    return {
+        "verdict_rate": reached.double().mean().item(),
+        "groups_split": groups_split(rollout.rewards[reward][verifying], rollout.group_size),
+        **advantage_figures(rollout.advantages[verifying], right, reached & ~right),
+    }
 
 
 @dataclass
@@ -68,7 +107,6 @@ def judge_figures(scores: torch.Tensor, correct: torch.Tensor, group_size: int) 
     the judgements split (not all equal: a group GRPO learns from), the malformed share."""
     scored = ~torch.isnan(scores)
     says_correct, right = scores[scored] >= 0.5, correct[scored]
-    spread = [len(set(values[~torch.isnan(values)].tolist())) > 1 for values in scores.view(-1, group_size)]
     return {
         "solved": correct.double().mean().item(),
         "judge_accuracy": (says_correct == right).double().mean().item(),
@@ -76,7 +114,7 @@ def judge_figures(scores: torch.Tensor, correct: torch.Tensor, group_size: int) 
         "true_negative_rate": (~says_correct[~right]).double().mean().item(),
         "auroc": auroc(scores, correct),
         "within_group_auroc": within_group_auroc(scores, correct, group_size),
-        "groups_split": sum(spread) / len(spread),
+        "groups_split": groups_split(scores, group_size),
         "malformed": 1 - scored.double().mean().item(),
     }
 
@@ -110,8 +148,7 @@ def train_judged(config, plugin: str):
         correct = torch.cat(judged.correct(config))
         advantages = torch.cat([r.advantages for r in judged.rollouts])
         figures.update(judge_figures(torch.cat(judged.judgements), correct, judged.rollouts[0].group_size))
-        figures.update(advantage_right=advantages[correct].mean().item(),
-                       advantage_wrong=advantages[~correct].mean().item())
+        figures.update(advantage_figures(advantages, correct, ~correct))
     return trainer, figures
 
 

@@ -9,8 +9,8 @@ answer it checked; each segment's tokens get that reward's advantage against the
 
 from __future__ import annotations
 
-from stackrl import Plugin, PluginError, hookimpl
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl import Plugin, hookimpl
+from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.tasks import parse_verdict
 from stackrl.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
 from stackrl_pag.config import PagConfig
@@ -51,14 +51,11 @@ class Pag(Plugin):
 
     def outcomes(self, rollout) -> list[list]:
         """Per row, each segment's outcome: an answer's correctness, a verification's verdict."""
-        if self.config.answer_column not in rollout.columns:
-            raise PluginError(
-                f"pag.answer_column: the batch has no column '{self.config.answer_column}'; answers and verdicts are "
-                "judged against the reference answer (a label-free run hides it)"
-            )
+        answers = reference_answers(rollout.columns, self.config.answer_column, plugin=self.name,
+                                    purpose="judge answers and verdicts against")
         return [
             [bool(self.is_correct(s.text, answer)) if s.kind == ANSWER else parse_verdict(s.text) for s in segments]
-            for segments, answer in zip(segments_of(rollout, plugin=self.name), rollout.columns[self.config.answer_column])
+            for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)
         ]
 
     @hookimpl

@@ -9,7 +9,8 @@ share a baseline.
 
 from __future__ import annotations
 
-from stackrl import Plugin, PluginError, Samples, hookimpl
+from stackrl import Plugin, Samples, hookimpl
+from stackrl.rewards import reference_answers
 from stackrl.roles import ROLE_COLUMN, SOLVE, VERIFY, assign_roles, first_turns, rows_of_groups, text_prompt
 from stackrl.tasks import judge_prompt, parse_verdict
 from stackrl_rise.config import RiseConfig
@@ -71,9 +72,5 @@ class Rise(Plugin):
         return scores
 
     def _answers(self, columns: dict) -> list:
-        if self.config.answer_column not in columns:
-            raise PluginError(
-                f"{self.name}.answer_column: the batch has no column '{self.config.answer_column}'; solutions and "
-                "critiques are scored against the reference answer (a label-free run hides it)"
-            )
-        return columns[self.config.answer_column]
+        return reference_answers(columns, self.config.answer_column, plugin=self.name,
+                                 purpose="score solutions and critiques against")

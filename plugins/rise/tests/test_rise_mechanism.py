@@ -6,7 +6,7 @@ from pathlib import Path
 
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
-from stackrl.testing.verdicts import verify_signal
+from stackrl.testing.judging import verify_signal
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rise-cpu.yaml"
 

@@ -13,8 +13,8 @@ import random
 
 import torch
 
-from stackrl import Plugin, PluginError, Samples, hookimpl
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl import Plugin, Samples, hookimpl
+from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.roles import (
     RESET,
     ROLE_COLUMN,
@@ -80,12 +80,8 @@ class Rrpo(Plugin):
         size = ctx.group_size
         if RESET not in group_roles:
             return {}
-        if self.config.answer_column not in ctx.rollout_columns:
-            raise PluginError(
-                f"rrpo.answer_column: the batch has no column '{self.config.answer_column}' to tell failed attempts "
-                "by (a label-free run hides it)"
-            )
-        answers = ctx.rollout_columns[self.config.answer_column]
+        answers = reference_answers(ctx.rollout_columns, self.config.answer_column, plugin=self.name,
+                                    purpose="tell failed attempts by")
         attempts = first_turns(prompts, group_roles, {RESET}, ctx, samples=self.config.attempts)
         failed = {}  # group -> the steps of its first failed attempt
         for group, tries in attempts.items():

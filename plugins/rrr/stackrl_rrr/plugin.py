@@ -9,8 +9,8 @@ succeed has nothing to reflect on: it is sampled as usual and kept out of the lo
 
 from __future__ import annotations
 
-from stackrl import Plugin, PluginError, Samples, hookimpl
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl import Plugin, Samples, hookimpl
+from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.roles import REFLECT, ROLE_COLUMN, SOLVE, first_turns, rows_of_groups, text_prompt
 from stackrl_rrr.config import RrrConfig
 
@@ -29,12 +29,8 @@ class Rrr(Plugin):
         if not ctx.training:  # held-out evaluation measures plain solving
             return None
         size, groups = ctx.group_size, len(prompts) // ctx.group_size
-        if self.config.answer_column not in ctx.rollout_columns:
-            raise PluginError(
-                f"rrr.answer_column: the batch has no column '{self.config.answer_column}' to tell failed attempts "
-                "by (a label-free run hides it)"
-            )
-        answers = ctx.rollout_columns[self.config.answer_column]
+        answers = reference_answers(ctx.rollout_columns, self.config.answer_column, plugin=self.name,
+                                    purpose="tell failed attempts by")
         attempts = first_turns(prompts, [REFLECT] * groups, {REFLECT}, ctx, samples=self.config.attempts)
         failed = {}  # group -> its first failed attempt
         for group, tries in attempts.items():

@@ -8,9 +8,9 @@ switches at ``stage_two_step`` and is part of the plugin's checkpointed state.
 
 from __future__ import annotations
 
-from stackrl import Plugin, PluginError, hookimpl
+from stackrl import Plugin, hookimpl
 from stackrl.kl import reference_kl
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
 from stackrl_score.config import ScoreConfig
 from stackrl_score.rewards import attempt_rewards
@@ -41,12 +41,8 @@ class Score(Plugin):
 
     def _correct(self, rollout) -> list[tuple[bool, bool]]:
         """Each row's (first attempt right, second attempt right)."""
-        if self.config.answer_column not in rollout.columns:
-            raise PluginError(
-                f"score.answer_column: the batch has no column '{self.config.answer_column}'; attempts are judged "
-                "against the reference answer (a label-free run hides it)"
-            )
-        answers = rollout.columns[self.config.answer_column]
+        answers = reference_answers(rollout.columns, self.config.answer_column, plugin=self.name,
+                                    purpose="judge attempts against")
         return [
             tuple(bool(self.is_correct(s.text, answer)) for s in segments)
             for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)

@@ -8,9 +8,9 @@ on its own, so solving alone and answering after the debate are optimised in one
 
 from __future__ import annotations
 
-from stackrl import Plugin, PluginError, Samples, hookimpl
+from stackrl import Plugin, Samples, hookimpl
 from stackrl.answers import extractor_of
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.roles import RETRY, ROLE_COLUMN, SOLVE, assign_roles, first_turns, rows_of_groups, text_prompt
 from stackrl_sdrl.config import SdrlConfig
 from stackrl_sdrl.debate import debate_prompt, diverse_candidates
@@ -30,12 +30,8 @@ class Sdrl(Plugin):
         self.shares = {RETRY: 1.0} if share == 1 else {SOLVE: 1 - share, RETRY: share}
 
     def _answers(self, columns: dict) -> list:
-        if self.config.answer_column not in columns:
-            raise PluginError(
-                f"sdrl.answer_column: the batch has no column '{self.config.answer_column}'; the figures SDRL logs "
-                "judge the candidates against it (a label-free run hides it)"
-            )
-        return columns[self.config.answer_column]
+        return reference_answers(columns, self.config.answer_column, plugin=self.name,
+                                 purpose="judge the candidates against, for the logged figures")
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):
