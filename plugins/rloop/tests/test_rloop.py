@@ -10,14 +10,17 @@ import torch
 from stackrl import ConfigError, StepContext
 from stackrl.plots import METRICS_FILE
 from stackrl.policy import snapshots_of
+from stackrl.policy_ops import restore_weights, supervised_phase
+from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import StopAt, train_steps
-from stackrl.testing.heldout import written_rollout
+from stackrl.testing.heldout import completion_logits, recipe_config, written_rollout
 from stackrl_rloop import Rloop, RloopConfig
 from stackrl_rloop.plugin import START
 
 RIGHT, WRONG = "4 * 2 = 8\n8 + 3 = 11\nThe answer is 11.", "4 * 2 = 8\n8 + 3 = 12\nThe answer is 12."
 OTHER_RIGHT = "4 * 2 = 8\n8 + 3 = 11\nSo the answer is 11."
+RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rloop-cpu.yaml"
 
 
 # The tiny random model never answers right: a trajectory "succeeds" here on the test reward's digit share.
@@ -27,6 +30,10 @@ SUCCESS = {"reward": "digit_reward", "success_threshold": 0.05, "max_pass_rate":
 class TestConformance(PluginConformance):
     plugin_name = "rloop"
     plugin_settings = {"rloop": {"iteration_steps": 1}}
+
+
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
 def _collect(plugin, tokenizer, completions, group_size=4):
@@ -64,8 +71,7 @@ def test_each_iteration_restarts_from_its_start_and_the_result_starts_the_next(m
 
     def monitor(hook, plugin, kwargs, result):
         if hook in ("train_begin", "post_step"):
-            trainer = kwargs["ctx"].policy._trainer
-            starts.append({n: p.detach().clone() for n, p in trainer.model.named_parameters()})
+            starts.append(_weights(kwargs["ctx"].policy._trainer.model))
 
     trainer = train_steps(config, monitor=monitor)
     begin, after_first, after_second = starts[0], starts[2], starts[4]
@@ -92,6 +98,84 @@ def test_a_run_resumed_inside_an_iteration_matches_an_uninterrupted_one(make_con
     want = dict(straight.model.named_parameters())
     assert all(torch.equal(p, want[n]) for n, p in resumed.model.named_parameters())
     assert resumed.plugins.plugins["rloop"].state_dict() == straight.plugins.plugins["rloop"].state_dict()
+
+
+def _hard_pairs(rollouts, settings: RloopConfig) -> tuple[list, list]:
+    """Worked out here, apart from the plugin: the distinct right and wrong (prompt, completion) pairs of the groups
+    at most ``max_pass_rate`` right, in the order they were sampled."""
+    right, wrong = [], []
+    for rollout in rollouts:
+        correct = rollout.rewards[settings.reward] >= settings.success_threshold
+        hard = correct.view(-1, rollout.group_size).double().mean(1) <= settings.max_pass_rate
+        for i in torch.nonzero(hard[rollout.group_index]).flatten().tolist():
+            pair = (list(rollout.prompt_ids[i]), list(rollout.completion_ids[i]))
+            side = right if correct[i] else wrong
+            if pair not in side:
+                side.append(pair)
+    return right, wrong
+
+
+def _mean_logprob(model, pairs) -> float:
+    """The mean over pairs of the completion's token-mean log-probability: what RFT's loss lowers."""
+    total = 0.0
+    for context, completion in pairs:
+        logprobs = torch.log_softmax(completion_logits(model, context, completion), -1)
+        total += logprobs.gather(1, torch.tensor(completion)[:, None]).mean().item()
+    return total / len(pairs)
+
+
+def test_the_next_start_is_the_old_start_fine_tuned_on_the_successes_of_hard_groups(tmp_path):
+    """One iteration of the CPU recipe on the built-in model (3 steps of 8 problems x 8 samples): the phase gets the
+    distinct successes of the groups at most half right and nothing else; the new start is the old start, not the
+    weights RL reached, fine-tuned on them; and it prefers those successes over the same groups' failures more
+    than the old start did."""
+    config = recipe_config(RECIPE, plugins=True, seed=0, steps=3, output_dir=tmp_path,
+                           overrides=["trainer.disable_tqdm=true", "rloop.iteration_steps=3"])
+    settings = config.plugin_configs["rloop"]
+    seen = {"rollouts": []}
+
+    def monitor(hook, plugin, kwargs, result):
+        if hook == "train_begin":
+            seen["old"] = _weights(kwargs["ctx"].policy._trainer.model)
+        elif hook == "post_step":
+            seen["rollouts"].append(kwargs["ctx"].rollout)
+
+    trainer = build_trainer(config, monitor=monitor)
+    phase = trainer._supervised_phase
+
+    def watched_phase(plugin, name, contexts, completion_ids, **options):  # the host's phase, its input kept
+        seen["reached"], seen["pairs"] = _weights(trainer.model), list(zip(contexts, completion_ids))
+        return phase(plugin, name, contexts, completion_ids, **options)
+
+    trainer._supervised_phase = watched_phase
+    trainer.train()
+    model, new, old, reached = trainer.model, _weights(trainer.model), seen["old"], seen["reached"]
+    right, wrong = _hard_pairs(seen["rollouts"], settings)
+    strays = sum(pair not in right for pair in seen["pairs"])
+    assert seen["pairs"] == right, (f"the phase got {len(seen['pairs'])} pairs, {strays} of them not a distinct "
+                                    f"success of a hard group, for the {len(right)} the rollouts hold")
+    assert len(right) >= 5, "too few hard successes for a measurement"
+    assert torch.equal(snapshots_of(trainer)[START].own["model.norm.weight"], new["model.norm.weight"])
+
+    # RL moved the weights, and the phase started again from the old start: the host's fine-tuning replayed there on
+    # the same pairs gives the new start (to 1e-6; bitwise on a CPU); from the weights RL reached it would not.
+    moved = torch.cat([(reached[n] - old[n]).flatten() for n in old]).norm().item()
+    restore_weights(model, old)
+    supervised_phase(trainer, trainer._shared_policy, "replay", [c for c, _ in right], [k for _, k in right],
+                     learning_rate=settings.rft_learning_rate, epochs=settings.rft_epochs,
+                     batch_size=settings.rft_batch_size)
+    off = max((p - new[n]).abs().max().item() for n, p in model.named_parameters())
+    print(f"RL moved the weights {moved:.3f} (L2); the replay is {off:.1e} off the new start")
+    assert moved > 0.05 and off < 1e-6, (moved, off)
+
+    # What the phase taught: the hard groups' successes rise, and rise over those groups' failures.
+    figures = {}
+    for label, weights in (("old", old), ("reached", reached), ("new", new)):
+        restore_weights(model, weights)
+        figures[label] = (_mean_logprob(model, right), _mean_logprob(model, wrong))
+    print({label: f"right {r:.4f} wrong {w:.4f}" for label, (r, w) in figures.items()})
+    (old_right, old_wrong), (new_right, new_wrong) = figures["old"], figures["new"]
+    assert new_right > old_right + 0.01 and new_right - new_wrong > old_right - old_wrong + 0.01, figures
 
 
 @pytest.mark.parametrize("settings, message", [
