@@ -1,7 +1,7 @@
 """The main the plugins' benchmark scripts share: each method compared, trained and measured at each seed, one
 line a run as it ends, then the means over the seeds as a table.
 
-- :func:`arguments`: the flags every such script takes (``--seeds``, ``--steps``, optionally ``--eval-size`` and
+- :func:`arguments`: the flags such scripts take (``--seeds``, and as they apply ``--steps``, ``--eval-size`` and
   ``--methods``, and ``key=value`` overrides of the recipe); a script adds its own to the parser it returns;
 - :func:`compare`: the seeds × methods loop, with what differs passed in: ``run`` trains and measures one method
   at one seed, ``before`` measures the untrained model, ``figures`` names what is shown;
@@ -38,7 +38,9 @@ def arguments(description: str, *, steps: int | None, eval_size: int | None = No
         parser.add_argument("--eval-size", type=int, default=eval_size, help="held-out problems measured")
     if len(methods) > 1:
         parser.add_argument("--methods", nargs="+", choices=list(methods), default=list(methods))
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
+    # --seeds and --methods take every word after them: overrides go before them, or after a one-value option
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run (not right "
+                        "after --seeds or --methods)")
     return parser
 
 
@@ -48,22 +50,22 @@ def _value(figures: dict, name: str) -> float:
     return math.nan if value is None else float(value)
 
 
-def means(rows: list[dict], names: Sequence[str]) -> dict[str, float]:
+def _means(rows: list[dict], names: Sequence[str]) -> dict[str, float]:
     """The mean of each figure over the runs ``rows`` (NaN where any run lacks it)."""
     return {name: sum(_value(r, name) for r in rows) / len(rows) for name in names}
 
 
 def compare(args: argparse.Namespace, methods: Sequence[str], run: Callable[[str, int, Path], dict], *,
             figures: Sequence[str] = (), before: Callable[[Path], dict] | None = None,
-            number: str = ".3f") -> dict[str, list[dict]]:
+            number_format: str = ".3f") -> dict[str, list[dict]]:
     """Train and measure each of ``methods`` at each of ``args.seeds``: ``run(method, seed, folder)`` returns the
     run's figures (``folder``: a temporary folder for its outputs, shared by every run). ``before(folder)``, where
-    given, measures the untrained model first. Prints those of ``figures`` (by default every number the first run
-    returned) a run measured, in the format ``number``, as it ends; then the settings and a table of the means
+    given, measures the untrained model first. Prints those of ``figures`` (by default every number the runs
+    returned) a run measured, in the format ``number_format``, as it ends; then the settings and a table of the means
     over the seeds. Returns each method's figures, a dict a seed, for what a script prints besides."""
     torch.set_num_threads(1)
     numbers = lambda found: [k for k, v in found.items() if isinstance(v, (int, float))]  # noqa: E731
-    show = lambda found: "  ".join(f"{n} {_value(found, n):{number}}" for n in names if n in found)  # noqa: E731
+    show = lambda found: "  ".join(f"{n} {_value(found, n):{number_format}}" for n in names if n in found)  # noqa: E731
     width = max(len(m) for m in (*methods, "before" if before else ""))
     results: dict[str, list[dict]] = {method: [] for method in methods}
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,7 +76,8 @@ def compare(args: argparse.Namespace, methods: Sequence[str], run: Callable[[str
         for seed in args.seeds:
             for method in methods:
                 results[method].append(run(method, seed, Path(tmp)))
-                names = names or numbers(results[method][-1])
+                if not figures:  # every number measured, a method's own among them
+                    names += [name for name in numbers(results[method][-1]) if name not in names]
                 print(f"seed {seed} {method:>{width}}: {show(results[method][-1])}", flush=True)
     settings = [f"{args.steps} steps"] if hasattr(args, "steps") else []
     settings.append(f"seeds {args.seeds}")
@@ -83,9 +86,10 @@ def compare(args: argparse.Namespace, methods: Sequence[str], run: Callable[[str
     print(f"\n{', '.join(settings)}, overrides {args.overrides}; means over the seeds")
     columns = [max(8, len(name)) for name in names]
     print(f"{'':>{width}} " + " ".join(f"{name:>{c}}" for name, c in zip(names, columns)))
-    rows = {**untrained, **{method: means(found, names) for method, found in results.items()}}
+    rows = {**untrained, **{method: _means(found, names) for method, found in results.items()}}
     for method, found in rows.items():
-        print(f"{method:>{width}} " + " ".join(f"{_value(found, n):>{c}{number}}" for n, c in zip(names, columns)))
+        cells = (f"{format(_value(found, name), number_format):>{c}}" for name, c in zip(names, columns))
+        print(f"{method:>{width}} " + " ".join(cells))
     return results
 
 

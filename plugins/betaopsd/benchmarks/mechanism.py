@@ -7,8 +7,8 @@ mean per-token KL(trained || teacher), the teacher being the trained policy show
 plain OPSD, beta 1, minimises), and the greedy held-out accuracy; the last two before the run too. Several seeds;
 one line per beta and seed, then the means per beta.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/betaopsd/benchmarks/mechanism.py --seeds 0 1 2 --steps 20 --eval-size 64 \
-        --betas 1 2 4
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/betaopsd/benchmarks/mechanism.py --seeds 0 1 2 --steps 20 \
+        --eval-size 64 --betas 1 2 4
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def main():
     betas = {f"beta {beta:g}": beta for beta in args.betas}
     compare(args, list(betas), lambda name, seed, folder: run(betas[name], seed, args.steps, args.eval_size,
                                                               args.overrides),
-            figures=("kl_initial", "kl_teacher_before", "kl_teacher", "accuracy_before", "accuracy"), number=".4f")
+            figures=("kl_initial", "kl_teacher_before", "kl_teacher", "accuracy_before", "accuracy"),
+            number_format=".4f")
 
 
 if __name__ == "__main__":

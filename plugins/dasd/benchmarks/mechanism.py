@@ -62,13 +62,13 @@ def run(arm: str, seed: int, steps: int, heldout: int, overrides=()) -> tuple[di
 
 
 def main():
-    from stackrl.testing.benchmark import arguments, compare, changes
+    from stackrl.testing.benchmark import arguments, changes, compare
 
     args = arguments(__doc__.splitlines()[0], steps=30, eval_size=128, methods=list(ARMS)).parse_args()
     compare(args, args.methods,
             lambda arm, seed, folder: changes(*run(arm, seed, args.steps, args.eval_size, args.overrides)),
             figures=[f"{key}{when}" for key in ("fork_entropy", "other_jsd", "accuracy") for when in ("_before", "")],
-            number=".4f")
+            number_format=".4f")
 
 
 if __name__ == "__main__":

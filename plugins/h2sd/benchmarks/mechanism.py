@@ -68,7 +68,7 @@ def main():
     # before, after: the failure branch's reverse KL on failed rollouts; accuracy, grpo: greedy, after the runs
     compare(args, ("h2sd",), lambda method, seed, folder: run(seed, args.steps, args.problems, args.eval_size,
                                                               args.overrides),
-            figures=("before", "after", "hindsight_logprob", "accuracy", "grpo"), number=".4f")
+            figures=("before", "after", "hindsight_logprob", "accuracy", "grpo"), number_format=".4f")
 
 
 if __name__ == "__main__":

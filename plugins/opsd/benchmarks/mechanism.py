@@ -67,11 +67,12 @@ def run(seed: int, steps: int, heldout: int, overrides=()) -> tuple[dict, dict]:
 
 
 def main():
-    from stackrl.testing.benchmark import arguments, compare, changes
+    from stackrl.testing.benchmark import arguments, changes, compare
 
     args = arguments(__doc__.splitlines()[0], steps=30, eval_size=128).parse_args()
-    compare(args, ("opsd",), lambda method, seed, folder: changes(*run(seed, args.steps, args.eval_size, args.overrides)),
-            figures=("divergence_before", "divergence", "accuracy_before", "accuracy"), number=".4f")
+    compare(args, ("opsd",), lambda method, seed, folder: changes(*run(seed, args.steps, args.eval_size,
+                                                                       args.overrides)),
+            figures=("divergence_before", "divergence", "accuracy_before", "accuracy"), number_format=".4f")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ def signal_shares(problems: int, seed: int) -> dict[str, float]:
 
 
 def main():
-    diagnosed(__doc__.splitlines()[0], RECIPE, signal_shares, ("answer_correct", "answer_wrong", "contrast", "gap", "tokens"))
+    diagnosed(__doc__.splitlines()[0], RECIPE, signal_shares,
+              ("answer_correct", "answer_wrong", "contrast", "gap", "tokens"))
 
 
 if __name__ == "__main__":

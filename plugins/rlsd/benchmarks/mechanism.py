@@ -57,7 +57,8 @@ def blame(problems: int, seed: int) -> dict[str, float]:
 
 
 def main():
-    diagnosed(__doc__.splitlines()[0], RECIPE, blame, ("prefix_rlsd", "prefix_grpo", "rejected_rlsd", "rejected_grpo", "rows"))
+    diagnosed(__doc__.splitlines()[0], RECIPE, blame,
+              ("prefix_rlsd", "prefix_grpo", "rejected_rlsd", "rejected_grpo", "rows"))
 
 
 if __name__ == "__main__":

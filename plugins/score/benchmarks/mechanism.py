@@ -49,7 +49,7 @@ def main() -> None:
     args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300).parse_args()
     overrides = [f"eval.size={args.eval_size}", *args.overrides]
     compare(args, ("grpo", "score"), lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
-            figures=FIGURES, before=lambda folder: run("score", 0, 0, folder, overrides), number="+.3f")
+            figures=FIGURES, before=lambda folder: run("score", 0, 0, folder, overrides), number_format="+.3f")
 
 
 if __name__ == "__main__":

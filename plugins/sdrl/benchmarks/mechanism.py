@@ -63,9 +63,10 @@ def main() -> None:
     from stackrl.testing.benchmark import arguments, compare
 
     args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300, methods=("grpo", "sdrl")).parse_args()
-    measured = lambda method, seed, steps, folder: run(method, seed, steps, folder, args.overrides, args.eval_size)  # noqa: E731
+    measured = lambda method, seed, steps, folder: (  # noqa: E731
+        run(method, seed, steps, folder, args.overrides, args.eval_size))
     compare(args, args.methods, lambda method, seed, folder: measured(method, seed, args.steps, folder),
-            figures=FIGURES, before=lambda folder: measured("sdrl", 0, 0, folder), number="+.3f")
+            figures=FIGURES, before=lambda folder: measured("sdrl", 0, 0, folder), number_format="+.3f")
 
 
 if __name__ == "__main__":
