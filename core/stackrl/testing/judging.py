@@ -18,8 +18,6 @@ The plugins on the judges block (:mod:`stackrl.judges`: selfjudge, sirlc, ssr) j
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -190,36 +188,20 @@ def benchmark(plugin: str, description: str) -> None:
     """The main of ``plugin``'s benchmarks/mechanism.py: the untrained model's held-out figures, then for each seed
     the plugin's label-free run and plain GRPO on the answers, and the means over the seeds."""
     from stackrl.run import build_trainer
+    from stackrl.testing.benchmark import arguments, compare
 
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--eval-size", type=int, default=200)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = arguments(description, steps=20, eval_size=200).parse_args()
     # The judge's check of a 4-step attempt is about 90 tokens: room for it where judging is measured.
     overrides = [f"eval.size={args.eval_size}", "eval.max_new_tokens=128", *args.overrides]
-    nan = float("nan")
-    show = lambda figures: "  ".join(f"{name} {figures.get(name, nan):.3f}" for name in FIGURES)  # noqa: E731
-    methods = (plugin, "grpo")
-    results = {method: [] for method in methods}
-    with tempfile.TemporaryDirectory() as tmp:
-        config = load(plugin, plugin, 0, 0, Path(tmp), overrides)
+
+    def untrained(folder: Path) -> dict[str, float]:
+        config = load(plugin, plugin, 0, 0, folder, overrides)
         start = build_trainer(config)
-        before = heldout(start.model, start.processing_class, config)
-        print(f"untrained: {show(before)}", flush=True)
-        for seed in args.seeds:
-            for method in methods:
-                config = load(plugin, method, seed, args.steps, Path(tmp), overrides)
-                trainer, figures = train_judged(config, plugin)
-                figures.update(heldout(trainer.model, trainer.processing_class, config))
-                results[method].append(figures)
-                print(f"seed {seed} {method:>9}: {show(figures)}  signal {figures['signal']:.3f}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    columns = (*FIGURES, "signal")
-    print(f"{'':>9} " + " ".join(f"{name:>18}" for name in columns))
-    print(f"{'untrained':>9} " + " ".join(f"{before.get(name, nan):>18.3f}" for name in columns))
-    for method, rows in results.items():
-        means = {name: sum(r.get(name, nan) for r in rows) / len(rows) for name in columns}
-        print(f"{method:>9} " + " ".join(f"{means[name]:>18.3f}" for name in columns))
+        return heldout(start.model, start.processing_class, config)
+
+    def run(method: str, seed: int, folder: Path) -> dict[str, float]:
+        config = load(plugin, method, seed, args.steps, folder, overrides)
+        trainer, figures = train_judged(config, plugin)
+        return {**figures, **heldout(trainer.model, trainer.processing_class, config)}
+
+    compare(args, (plugin, "grpo"), run, figures=(*FIGURES, "signal"), before=untrained)

@@ -7,18 +7,16 @@ gate that never closes: it only watches the teacher's entropy). Prints, per seed
 closed at and the training reward over the last third of the run, then the mean teacher entropy per step of each
 arm.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/antisd/benchmarks/mechanism.py --seeds 3 --steps 30
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/antisd/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
     OMP_NUM_THREADS=1 .venv/bin/python plugins/antisd/benchmarks/mechanism.py antisd.gate_relative=false \\
         antisd.gate_threshold=0.04
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
-import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
@@ -52,24 +50,15 @@ def run(arm: str, seed: int, steps: int, overrides=()) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
-    parser.add_argument("overrides", nargs="*", help="config overrides of the antisd arm, key=value")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    curves = {arm: [] for arm in args.arms}
-    for seed in range(args.seeds):
-        for arm in args.arms:
-            result = run(arm, seed, args.steps, args.overrides if arm == "antisd" else ())
-            curves[arm].append(result["entropy"])
-            print(f"seed {seed} {arm}: gate closed at step {result['closed_at']}   "
-                  f"reward over the last third {result['late_reward']:.3f}", flush=True)
-    for arm, runs in curves.items():
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.splitlines()[0], steps=30, methods=list(ARMS)).parse_args()
+    results = compare(args, args.methods, lambda arm, seed, folder: run(arm, seed, args.steps, args.overrides),
+                      figures=("closed_at", "late_reward"))
+    for arm, runs in results.items():
         means = []
         for step in range(args.steps):
-            seen = [r[step] for r in runs if step < len(r) and r[step] is not None]
+            seen = [r["entropy"][step] for r in runs if step < len(r["entropy"]) and r["entropy"][step] is not None]
             means.append(f"{sum(seen) / len(seen):.3f}" if seen else "-")
         print(f"{arm}_teacher_entropy_per_step: {' '.join(means)}")
 

@@ -7,13 +7,12 @@ mean per-token KL(trained || teacher), the teacher being the trained policy show
 plain OPSD, beta 1, minimises), and the greedy held-out accuracy; the last two before the run too. Several seeds;
 one line per beta and seed, then the means per beta.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/betaopsd/benchmarks/mechanism.py --seeds 3 --steps 20 --heldout 64 \
-        --betas 1 2 4
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/betaopsd/benchmarks/mechanism.py --seeds 0 1 2 --steps 20 \
+        --eval-size 64 --betas 1 2 4
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -57,27 +56,16 @@ def run(beta: float, seed: int, steps: int, heldout: int, overrides=()) -> dict[
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--heldout", type=int, default=64)
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.splitlines()[0], steps=20, eval_size=64)
     parser.add_argument("--betas", type=float, nargs="+", default=[1.0, 2.0, 4.0])
-    parser.add_argument("overrides", nargs="*", help="config overrides, key=value (before the options)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    results = {beta: [] for beta in args.betas}
-    for seed in range(args.seeds):
-        for beta in args.betas:
-            result = run(beta, seed, args.steps, args.heldout, args.overrides)
-            results[beta].append(result)
-            print(f"beta {beta:g} seed {seed}: KL to initial {result['kl_initial']:.4f}   KL to teacher "
-                  f"{result['kl_teacher_before']:.4f} -> {result['kl_teacher']:.4f}   greedy accuracy "
-                  f"{result['accuracy_before']:.3f} -> {result['accuracy']:.3f}", flush=True)
-    for beta, rows in results.items():
-        means = {key: sum(r[key] for r in rows) / len(rows) for key in rows[0]}
-        print(f"betaopsd_beta_{beta:g}: kl_initial {means['kl_initial']:.4f} "
-              f"kl_teacher {means['kl_teacher_before']:.4f} -> {means['kl_teacher']:.4f} "
-              f"accuracy {means['accuracy_before']:.3f} -> {means['accuracy']:.3f}")
+    betas = {f"beta {beta:g}": beta for beta in args.betas}
+    compare(args, list(betas), lambda name, seed, folder: run(betas[name], seed, args.steps, args.eval_size,
+                                                              args.overrides),
+            figures=("kl_initial", "kl_teacher_before", "kl_teacher", "accuracy_before", "accuracy"),
+            number_format=".4f")
 
 
 if __name__ == "__main__":

@@ -6,19 +6,18 @@ claims shift by more than 0.1 nat, the share moved in the same direction by both
 share of the sequence's credit CSCR leaves on the most sensitive tenth of the tokens (GRPO leaves them a tenth).
 Then held-out greedy accuracy after a short run, against plain GRPO with the same steps.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/cscr/benchmarks/mechanism.py --seeds 2 --steps 20
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/cscr/benchmarks/mechanism.py --seeds 0 1 --steps 20
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.testing.heldout import advantage_context, against_grpo, heldout_rollout
+from stackrl.testing.benchmark import diagnosed
+from stackrl.testing.heldout import advantage_context, heldout_rollout
 from stackrl_cscr import sensitivity
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "cscr-cpu.yaml"
@@ -45,23 +44,7 @@ def diagnostic(problems: int, seed: int) -> dict[str, float]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--problems", type=int, default=64)
-    parser.add_argument("--heldout", type=int, default=128)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    for seed in range(args.seeds):
-        found = diagnostic(args.problems, seed)
-        accuracy = against_grpo(RECIPE, steps=args.steps, heldout=args.heldout, seed=seed)
-        print(
-            f"seed {seed}: {found['same_direction']:.3f} of {found['shifted']} shifted tokens move the same way under "
-            f"both claims; the most sensitive {found['top_tokens']:.3f} of tokens keep {found['top_credit']:.3f} of "
-            f"the credit   greedy accuracy after {args.steps} steps: cscr {accuracy['method']:.3f}, grpo "
-            f"{accuracy['grpo']:.3f}",
-            flush=True,
-        )
+    diagnosed(__doc__.splitlines()[0], RECIPE, diagnostic, ("shifted", "same_direction", "top_credit", "top_tokens"))
 
 
 if __name__ == "__main__":

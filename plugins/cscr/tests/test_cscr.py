@@ -9,7 +9,7 @@ import torch
 from stackrl import ConfigError
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, written_rollout
+from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
 from stackrl.testing.repository import load_script
 from stackrl.tokensignals import SignalContext, TokenSignals
 from stackrl_cscr import Cscr, CscrConfig, sensitivity
@@ -91,6 +91,6 @@ def test_the_papers_diagnostic_reproduces_and_accuracy_holds():
     assert found["same_direction"] > 0.6, found      # most shifted tokens move the same way under both claims
     assert found["top_credit"] < 0.5 * found["top_tokens"], found
     heldout = 64
-    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
     p = accuracy["grpo"]
     assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy

@@ -6,12 +6,11 @@
    its difficulty filter off): held-out pass@1 before and after, and the reward-truth AUROC and pseudo-label
    accuracy the host logged over training. Several seeds; one line per run, then the means.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/dare/benchmarks/mechanism.py --seeds 2 --steps 30
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/dare/benchmarks/mechanism.py --seeds 0 1 --steps 30
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -68,22 +67,18 @@ def run(recipe: str, seed: int, steps: int, eval_size: int, overrides=()) -> dic
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--eval-size", type=int, default=200)
-    parser.add_argument("--questions", type=int, default=200)
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.splitlines()[0], steps=30, eval_size=200, seeds=(0, 1))
+    parser.add_argument("--questions", type=int, default=200, help="training questions sampled for the agreement")
     args = parser.parse_args()
     torch.set_num_threads(1)
     completions, correct = sample_groups(args.questions, 8, seed=0)
     for key, value in agreement(completions, correct, 8).items():
         print(f"sampled {key}: {value:.3f}", flush=True)
-    for name, recipe, overrides in (("dare", "dare-cpu.yaml", []), ("majority", "serl-cpu.yaml", BASELINE)):
-        results = [run(recipe, seed, args.steps, args.eval_size, overrides) for seed in range(args.seeds)]
-        for seed, result in enumerate(results):
-            print(f"{name} seed {seed}: " + "  ".join(f"{k} {v:.3f}" for k, v in sorted(result.items())), flush=True)
-        for key in sorted(results[0]):
-            print(f"{name}_{key.replace('/', '_')}: {sum(r[key] for r in results) / len(results):.3f}")
+    recipes = {"dare": ("dare-cpu.yaml", []), "majority": ("serl-cpu.yaml", BASELINE)}
+    compare(args, list(recipes), lambda name, seed, folder: run(recipes[name][0], seed, args.steps, args.eval_size,
+                                                                [*recipes[name][1], *args.overrides]))
 
 
 if __name__ == "__main__":

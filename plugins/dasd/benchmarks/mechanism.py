@@ -7,12 +7,11 @@ and of the same recipe with nothing pushed (quantile 1: OPSD's JSD on every toke
 completions the student's mean entropy at the forks, the mean JSD to the teacher at the other tokens, and the
 greedy held-out accuracy. Several seeds; one line per seed and arm, then the means.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/dasd/benchmarks/mechanism.py --seeds 3 --steps 30
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/dasd/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -63,27 +62,13 @@ def run(arm: str, seed: int, steps: int, heldout: int, overrides=()) -> tuple[di
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--heldout", type=int, default=128)
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
-    parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    results = {arm: [] for arm in args.arms}
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for arm in args.arms:
-            before, after = run(arm, seed, args.steps, args.heldout, args.overrides)
-            results[arm].append((before, after))
-            print(f"seed {seed} {arm}: fork entropy {before['fork_entropy']:.4f} -> {after['fork_entropy']:.4f}   "
-                  f"other-token JSD {before['other_jsd']:.4f} -> {after['other_jsd']:.4f}   "
-                  f"greedy accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}", flush=True)
-    for arm, runs in results.items():
-        for key in ("fork_entropy", "other_jsd", "accuracy"):
-            print(f"{arm}_{key}: {sum(b[key] for b, _ in runs) / len(runs):.4f} -> "
-                  f"{sum(a[key] for _, a in runs) / len(runs):.4f}")
+    from stackrl.testing.benchmark import arguments, changes, compare
+
+    args = arguments(__doc__.splitlines()[0], steps=30, eval_size=128, methods=list(ARMS)).parse_args()
+    compare(args, args.methods,
+            lambda arm, seed, folder: changes(*run(arm, seed, args.steps, args.eval_size, args.overrides)),
+            figures=[f"{key}{when}" for key in ("fork_entropy", "other_jsd", "accuracy") for when in ("_before", "")],
+            number_format=".4f")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,8 @@ share of groups with a reward spread, with the rollouts' accuracy.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
-import torch
 from transformers import TrainerCallback
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "eepo-cpu.yaml"
@@ -56,23 +53,12 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=6).parse_args()
     overrides = ["trainer.disable_tqdm=true", *args.overrides]
-    results = {"eepo": [], "grpo": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            for method in results:
-                figures = run(method, seed, args.steps, Path(tmp), overrides)
-                results[method].append(figures)
-                print(f"seed {seed} {method}: " + "  ".join(f"{k} {v:.3f}" for k, v in figures.items()), flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, overrides {args.overrides}")
-    for method, rows in results.items():
-        print(f"{method:>5}: " + "  ".join(f"{k} {sum(r[k] for r in rows) / len(rows):.3f}" for k in rows[0]))
+    compare(args, ("eepo", "grpo"), lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
+            figures=("distinct", "spread", "accuracy"))
 
 
 if __name__ == "__main__":

@@ -7,12 +7,11 @@ branch's teacher (the policy shown the correct rollout itself) and its mean log-
 which is near 0 on the built-in model: it copies what it is shown. Then held-out greedy accuracy against plain
 GRPO with the same steps.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/h2sd/benchmarks/mechanism.py --seeds 2 --steps 20
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/h2sd/benchmarks/mechanism.py --seeds 0 1 --steps 20
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -38,11 +37,12 @@ def failed_divergence(trainer, plugin, rollout) -> float:
         return plugin.failure_divergence(trainer._shared_policy, rollout.select(wrong), grad=False).mean().item()
 
 
-def run(seed: int, steps: int, problems: int, heldout: int) -> dict[str, float]:
+def run(seed: int, steps: int, problems: int, heldout: int, overrides=()) -> dict[str, float]:
     """The failure branch's divergence before and after ``steps`` steps, the success teacher's mean log-prob of
     correct rollouts, and held-out greedy accuracy after the run, of H²SD and of plain GRPO."""
     with tempfile.TemporaryDirectory() as out:
-        config = load_config([RECIPE], [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={out}"])
+        config = load_config([RECIPE], [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={out}",
+                                        *overrides])
         trainer = build_trainer(config)
         plugin = trainer.plugins.plugins["h2sd"]
         rollout = heldout_rollout(trainer, problems, seed=1000 + seed)
@@ -54,27 +54,21 @@ def run(seed: int, steps: int, problems: int, heldout: int) -> dict[str, float]:
         after = failed_divergence(trainer, plugin, rollout)
         accuracy = greedy_accuracy(trainer, heldout, seed=1000 + seed)
     with without_plugins(RECIPE) as plain:
-        grpo = train_and_measure([plain], steps=steps, heldout=heldout, seed=seed)
+        grpo = train_and_measure([plain], overrides, steps=steps, heldout=heldout, seed=seed)
     return {"before": before, "after": after, "hindsight_logprob": hindsight[correct].mean().item(),
             "accuracy": accuracy, "grpo": grpo}
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--problems", type=int, default=32)
-    parser.add_argument("--heldout", type=int, default=128)
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.splitlines()[0], steps=30, eval_size=128)
+    parser.add_argument("--problems", type=int, default=32, help="held-out problems diagnosed")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    for seed in range(args.seeds):
-        found = run(seed, args.steps, args.problems, args.heldout)
-        print(
-            f"seed {seed}: reverse KL on failed rollouts {found['before']:.4f} -> {found['after']:.4f}; success "
-            f"teacher's mean log-prob of correct rollouts {found['hindsight_logprob']:.4f}   greedy accuracy after "
-            f"{args.steps} steps: h2sd {found['accuracy']:.3f}, grpo {found['grpo']:.3f}",
-            flush=True,
-        )
+    # before, after: the failure branch's reverse KL on failed rollouts; accuracy, grpo: greedy, after the runs
+    compare(args, ("h2sd",), lambda method, seed, folder: run(seed, args.steps, args.problems, args.eval_size,
+                                                              args.overrides),
+            figures=("before", "after", "hindsight_logprob", "accuracy", "grpo"), number_format=".4f")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ Equal budget: both runs take the same optimizer steps on rollouts of the same si
 
 from __future__ import annotations
 
-import argparse
 import random
-import tempfile
 from pathlib import Path
 
 import torch
@@ -122,37 +120,22 @@ def run(method: str, seed: int, switch_step: int, steps: int, folder: Path, *, h
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.split("\n\n")[0], steps=40, eval_size=200)
     parser.add_argument("--switch-step", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--heldout", type=int, default=200)
     parser.add_argument("--k", type=int, default=8)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    results = {method: [] for method in METHODS}
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            for method in METHODS:
-                figures = run(method, seed, args.switch_step, args.steps, Path(tmp), heldout=args.heldout,
-                              k=args.k, overrides=args.overrides)
-                figures.pop("trainer")
-                results[method].append(figures)
-                fill = "  ".join(f"fill@{s} {v['accuracy']:.3f} (log-prob {v['logprob']:.2f})"
-                                 for s, v in figures["fill"].items())
-                print(f"seed {seed} {method:>6}: pass@1 {figures['pass@1']:.3f}  pass@{args.k} "
-                      f"{figures[f'pass@{args.k}']:.3f}  {fill}", flush=True)
-    print(f"\n{args.steps} steps (mrrlvr: {args.switch_step} of stage 1), seeds {args.seeds}, "
-          f"held-out problems {args.heldout}, k {args.k}, overrides {args.overrides}")
-    for method in METHODS:
-        mean = lambda key: sum(r[key] for r in results[method]) / len(results[method])  # noqa: E731
-        print(f"{method:>6}: pass@1 {mean('pass@1'):.3f}  pass@{args.k} {mean(f'pass@{args.k}'):.3f}")
-    for step in (0, args.switch_step):
-        for key in ("accuracy", "logprob"):
-            values = [r["fill"][step][key] for r in results["mrrlvr"]]
-            print(f"mrrlvr fill {key} at step {step}: {sum(values) / len(values):.3f} "
-                  f"({', '.join(f'{v:.3f}' for v in values)})")
+
+    def measured(method: str, seed: int, folder: Path) -> dict:
+        figures = run(method, seed, args.switch_step, args.steps, folder, heldout=args.eval_size, k=args.k,
+                      overrides=args.overrides)
+        fill = {f"fill {key}@{step}": value for step, found in figures.pop("fill").items()
+                for key, value in found.items()}
+        return {key: value for key, value in {**figures, **fill}.items() if key != "trainer"}
+
+    fill = [f"fill {key}@{step}" for step in (0, args.switch_step) for key in ("accuracy", "logprob")]
+    compare(args, METHODS, measured, figures=("pass@1", f"pass@{args.k}", *fill))
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@ per-token generalized JSD between the policy given the bare question (student) a
 too (teacher), and the greedy accuracy on the held-out questions. Several seeds; prints one line per seed and
 the means.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/opsd/benchmarks/mechanism.py --seeds 3 --steps 30
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/opsd/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -68,27 +67,12 @@ def run(seed: int, steps: int, heldout: int, overrides=()) -> tuple[dict, dict]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--heldout", type=int, default=128)
-    parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    results = []
-    for seed in range(args.seeds):
-        before, after = run(seed, args.steps, args.heldout, args.overrides)
-        results.append((before, after))
-        print(
-            f"seed {seed}: divergence {before['divergence']:.4f} -> {after['divergence']:.4f}   "
-            f"greedy accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}",
-            flush=True,
-        )
-    mean = lambda key, i: sum(r[i][key] for r in results) / len(results)  # noqa: E731
-    print(f"opsd_divergence_before: {mean('divergence', 0):.4f}")
-    print(f"opsd_divergence_after: {mean('divergence', 1):.4f}")
-    print(f"opsd_accuracy_before: {mean('accuracy', 0):.3f}")
-    print(f"opsd_accuracy_after: {mean('accuracy', 1):.3f}")
+    from stackrl.testing.benchmark import arguments, changes, compare
+
+    args = arguments(__doc__.splitlines()[0], steps=30, eval_size=128).parse_args()
+    compare(args, ("opsd",), lambda method, seed, folder: changes(*run(seed, args.steps, args.eval_size,
+                                                                       args.overrides)),
+            figures=("divergence_before", "divergence", "accuracy_before", "accuracy"), number_format=".4f")
 
 
 if __name__ == "__main__":

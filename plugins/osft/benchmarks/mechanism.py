@@ -10,11 +10,8 @@ next to the untrained model's pass@1 at temperatures 1.0 and 0.6 (the level the 
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
-import torch
 import yaml
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "osft-cpu.yaml"
@@ -59,29 +56,17 @@ def untrained(folder: Path, overrides=()) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--eval-size", type=int, default=200)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=200).parse_args()
     overrides = [f"eval.size={args.eval_size}", "trainer.disable_tqdm=true", *args.overrides]
-    results = {method: [] for method in METHODS}
-    with tempfile.TemporaryDirectory() as tmp:
-        before = untrained(Path(tmp), overrides)
-        print("before training: " + "  ".join(f"{k} {v:.3f}" for k, v in before.items()), flush=True)
-        for seed in args.seeds:
-            for method in METHODS:
-                figures = run(method, seed, args.steps, Path(tmp), overrides)
-                results[method].append(figures)
-                print(f"seed {seed} {method:>8}: pass@1 {figures['pass@1']:.3f}  entropy {figures['entropy']:.3f}",
-                      flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"{'':>10} {'pass@1':>8} {'entropy':>8}")
-    for method, rows in results.items():
-        means = {key: sum(r[key] for r in rows) / len(rows) for key in ("pass@1", "entropy")}
-        print(f"{method:>10} {means['pass@1']:>8.3f} {means['entropy']:>8.3f}")
+
+    def before(folder: Path) -> dict:
+        at = untrained(folder, overrides)
+        return {"pass@1": at["pass@1 at 1.0"], "pass@1 at 0.6": at["pass@1 at 0.6"]}
+
+    compare(args, METHODS, lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
+            figures=("pass@1", "entropy", "pass@1 at 0.6"), before=before)
 
 
 if __name__ == "__main__":

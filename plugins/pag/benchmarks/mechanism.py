@@ -13,8 +13,6 @@ untrained and each trained model:
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -64,24 +62,12 @@ def run(seed: int, steps: int, folder: Path, overrides, size: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--eval-size", type=int, default=300)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    show = lambda f: "  ".join(f"{name} {f.get(name, float('nan')):.3f}" for name in FIGURES)  # noqa: E731
-    with tempfile.TemporaryDirectory() as tmp:
-        before = run(0, 0, Path(tmp), args.overrides, args.eval_size)
-        print(f"before training: {show(before)}", flush=True)
-        after = []
-        for seed in args.seeds:
-            after.append(run(seed, args.steps, Path(tmp), args.overrides, args.eval_size))
-            print(f"seed {seed} after {args.steps} steps: {show(after[-1])}", flush=True)
-    mean = {name: sum(r.get(name, float("nan")) for r in after) / len(after) for name in FIGURES}
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"before: {show(before)}\nafter (mean): {show(mean)}")
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300).parse_args()
+    measured = lambda seed, steps, folder: run(seed, steps, folder, args.overrides, args.eval_size)  # noqa: E731
+    compare(args, ("pag",), lambda method, seed, folder: measured(seed, args.steps, folder), figures=FIGURES,
+            before=lambda folder: measured(0, 0, folder))
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ Over all (position, alternative) pairs it reports the AUROC for "viable" of
 - the alternative's own teacher probability, higher: viable.
 Several seeds; one line per seed, then the means.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/pwopsd/benchmarks/diagnostic.py --seeds 3 --problems 64
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/pwopsd/benchmarks/diagnostic.py --seeds 0 1 2 --problems 64
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -110,24 +109,15 @@ def run(seed: int, problems: int, top_k: int = 3, overrides=()) -> dict[str, flo
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.splitlines()[0], steps=None)
     parser.add_argument("--problems", type=int, default=64)
     parser.add_argument("--top-k", type=int, default=3)
-    parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    results = []
-    for seed in range(args.seeds):
-        result = run(seed, args.problems, args.top_k, args.overrides)
-        results.append(result)
-        figures = "  ".join(f"{key} {result[key]:.3f}" for key in FIGURES)
-        print(f"seed {seed}: AUROC {figures}   viable {result['viable']:.3f} of {result['branches']} branches, "
-              f"spines correct {result['spine_accuracy']:.3f}", flush=True)
-    mean = lambda key: sum(r[key] for r in results) / len(results)  # noqa: E731
-    for key in FIGURES:
-        print(f"pwopsd_auroc_{key}: {mean(key):.3f}")
-    print(f"pwopsd_viable_share: {mean('viable'):.3f}")
+    # AUROCs for "viable" of each score (FIGURES), the viable share of the branches, the spines' own accuracy
+    compare(args, ("pwopsd",), lambda method, seed, folder: run(seed, args.problems, args.top_k, args.overrides),
+            figures=(*FIGURES, "viable", "branches", "spine_accuracy"))
 
 
 if __name__ == "__main__":

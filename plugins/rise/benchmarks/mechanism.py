@@ -13,11 +13,8 @@ seeds, and measures each trained model and the untrained one on held-out problem
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
-import torch
 import yaml
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
@@ -78,31 +75,15 @@ def untrained(plugin: str, folder: Path, overrides=()) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.split("\n\n")[0], steps=20, eval_size=200)
     parser.add_argument("--plugin", choices=["rise", "selfverify"], default="rise")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--eval-size", type=int, default=200)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
     args = parser.parse_args()
-    torch.set_num_threads(1)
     overrides = [f"eval.size={args.eval_size}", *args.overrides]
-    methods = ("grpo", args.plugin)
-    results = {method: [] for method in methods}
-    show = lambda figures: "  ".join(f"{name} {figures[name]:.3f}" for name in FIGURES)  # noqa: E731
-    with tempfile.TemporaryDirectory() as tmp:
-        before = untrained(args.plugin, Path(tmp), overrides)
-        print(f"before training: {show(before)}", flush=True)
-        for seed in args.seeds:
-            for method in methods:
-                figures = run(args.plugin, method, seed, args.steps, Path(tmp), overrides)
-                results[method].append(figures)
-                print(f"seed {seed} {method:>10}: {show(figures)}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"{'':>10} " + " ".join(f"{name:>8}" for name in FIGURES))
-    print(f"{'before':>10} " + " ".join(f"{before[name]:>8.3f}" for name in FIGURES))
-    for method, rows in results.items():
-        print(f"{method:>10} " + " ".join(f"{sum(r[n] for r in rows) / len(rows):>8.3f}" for n in FIGURES))
+    compare(args, ("grpo", args.plugin),
+            lambda method, seed, folder: run(args.plugin, method, seed, args.steps, folder, overrides),
+            figures=FIGURES, before=lambda folder: untrained(args.plugin, folder, overrides))
 
 
 if __name__ == "__main__":

@@ -7,19 +7,19 @@ first (the correct hint backs them), negative on the second. We also compare the
 mass and of the plain gap's (OPSD's signal) on digit tokens, the task-bearing ones here, against "=", operators,
 line breaks and "The answer is" (style). Then held-out greedy accuracy after a short run, against plain GRPO.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/rlcsd/benchmarks/mechanism.py --seeds 2 --steps 20
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/rlcsd/benchmarks/mechanism.py --seeds 0 1 --steps 20
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.testing.heldout import advantage_context, against_grpo, heldout_rollout, line_index
+from stackrl.testing.benchmark import diagnosed
+from stackrl.testing.heldout import advantage_context, heldout_rollout, line_index
 from stackrl.tokensignals import SignalContext, TokenSignals
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rlcsd-cpu.yaml"
@@ -50,23 +50,8 @@ def signal_shares(problems: int, seed: int) -> dict[str, float]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--problems", type=int, default=64)
-    parser.add_argument("--heldout", type=int, default=128)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    for seed in range(args.seeds):
-        shares = signal_shares(args.problems, seed)
-        accuracy = against_grpo(RECIPE, steps=args.steps, heldout=args.heldout, seed=seed)
-        print(
-            f"seed {seed}: contrast on the final answer's digits: correct rollouts {shares['answer_correct']:+.2f}, "
-            f"wrong {shares['answer_wrong']:+.2f}; share of |signal| on digits ({shares['tokens']:.3f} of tokens): "
-            f"contrast {shares['contrast']:.3f}, gap {shares['gap']:.3f}   greedy accuracy after {args.steps} steps: rlcsd "
-            f"{accuracy['method']:.3f}, grpo {accuracy['grpo']:.3f}",
-            flush=True,
-        )
+    diagnosed(__doc__.splitlines()[0], RECIPE, signal_shares,
+              ("answer_correct", "answer_wrong", "contrast", "gap", "tokens"))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import torch
 from stackrl import ConfigError
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, written_rollout
+from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
 from stackrl.testing.repository import load_script
 from stackrl.tokensignals import SignalContext, TokenSignals
 from stackrl_rlcsd import Rlcsd, RlcsdConfig
@@ -94,6 +94,6 @@ def test_the_contrast_points_to_the_right_answer_and_accuracy_holds():
     shares = mechanism.signal_shares(problems=32, seed=0)
     assert shares["answer_correct"] > 1.0 > -1.0 > shares["answer_wrong"], shares
     heldout = 64
-    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
     p = accuracy["grpo"]
     assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy

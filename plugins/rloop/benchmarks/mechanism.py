@@ -9,11 +9,8 @@ and seeds, evaluating both at every iteration's end (for RLoop, after its fine-t
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
-import torch
 import yaml
 from transformers import TrainerCallback
 
@@ -56,27 +53,16 @@ def run(method: str, seed: int, folder: Path, overrides=()) -> list[dict[str, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=None).parse_args()
     overrides = ["trainer.disable_tqdm=true", *args.overrides]
-    results = {"rloop": [], "grpo": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            for method in results:
-                figures = run(method, seed, Path(tmp), overrides)
-                results[method].append(figures)
-                for i, row in enumerate(figures, 1):
-                    print(f"seed {seed} {method} iteration {i}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()),
-                          flush=True)
-    print(f"\nseeds {args.seeds}, overrides {args.overrides}; means over seeds")
-    for method, runs in results.items():
-        for i in range(len(runs[0])):
-            rows = [r[i] for r in runs]
-            print(f"{method:>5} iteration {i + 1}: "
-                  + "  ".join(f"{k} {sum(r[k] for r in rows) / len(rows):.3f}" for k in rows[0]))
+
+    def iterations(method: str, seed: int, folder: Path) -> dict[str, float]:
+        found = run(method, seed, folder, overrides)
+        return {f"iter{i} {key}": value for i, row in enumerate(found, 1) for key, value in row.items()}
+
+    compare(args, ("rloop", "grpo"), iterations)
 
 
 if __name__ == "__main__":

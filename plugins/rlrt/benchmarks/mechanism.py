@@ -6,19 +6,18 @@ the policy shown the worked solution gives it at least `self_driven_margin` nats
 them per correct rollout and compare their credit with GRPO's (the ratio A_t / A), under RLRT and under RLSD's
 unreversed rule. Then held-out greedy accuracy after a short run, against plain GRPO with the same steps.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/rlrt/benchmarks/mechanism.py --seeds 3 --steps 30
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/rlrt/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.testing.heldout import advantage_context, against_grpo, heldout_rollout
+from stackrl.testing.benchmark import diagnosed
+from stackrl.testing.heldout import advantage_context, heldout_rollout
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, reallocate
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rlrt-cpu.yaml"
@@ -47,23 +46,7 @@ def boosted(problems: int, seed: int) -> dict[str, float]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--problems", type=int, default=64)
-    parser.add_argument("--heldout", type=int, default=128)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    for seed in range(args.seeds):
-        found = boosted(args.problems, seed)
-        accuracy = against_grpo(RECIPE, steps=args.steps, heldout=args.heldout, seed=seed)
-        print(
-            f"seed {seed}: {found['per_correct_row']:.2f} self-driven tokens per correct rollout "
-            f"({found['correct_rows']} rollouts); their credit / GRPO's: rlrt {found['rlrt_ratio']:.2f}, rlsd "
-            f"{found['rlsd_ratio']:.2f}   greedy accuracy after {args.steps} steps: rlrt {accuracy['method']:.3f}, "
-            f"grpo {accuracy['grpo']:.3f}",
-            flush=True,
-        )
+    diagnosed(__doc__.splitlines()[0], RECIPE, boosted, ("correct_rows", "per_correct_row", "rlrt_ratio", "rlsd_ratio"))
 
 
 if __name__ == "__main__":

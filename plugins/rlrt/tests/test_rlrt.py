@@ -9,7 +9,7 @@ import torch
 from stackrl import ConfigError, Rollout
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import advantage_context
+from stackrl.testing.heldout import advantage_context, against_grpo
 from stackrl.testing.repository import load_script
 from stackrl.tokensignals import REFERENCE, TokenSignals
 from stackrl_rlrt import Rlrt, RlrtConfig
@@ -101,6 +101,6 @@ def test_self_driven_tokens_are_boosted_and_accuracy_holds():
     assert found["correct_rows"] >= 10 and found["per_correct_row"] > 0
     assert found["rlrt_ratio"] > 2.0 > 0.5 > found["rlsd_ratio"], found
     heldout = 64
-    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
     p = accuracy["grpo"]
     assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy

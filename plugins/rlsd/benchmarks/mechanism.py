@@ -7,19 +7,19 @@ negative credit they get under RLSD with their share of the tokens (what GRPO gi
 token the teacher rejects most. Then held-out greedy accuracy after a short run, against plain GRPO with the same
 settings and steps.
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/rlsd/benchmarks/mechanism.py --seeds 3 --steps 30
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/rlsd/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.testing.heldout import advantage_context, against_grpo, heldout_rollout, line_index
+from stackrl.testing.benchmark import diagnosed
+from stackrl.testing.heldout import advantage_context, heldout_rollout, line_index
 from stackrl.tokensignals import SignalContext, TokenSignals
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rlsd-cpu.yaml"
@@ -57,23 +57,8 @@ def blame(problems: int, seed: int) -> dict[str, float]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--problems", type=int, default=64)
-    parser.add_argument("--heldout", type=int, default=128)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    for seed in range(args.seeds):
-        shares = blame(args.problems, seed)
-        accuracy = against_grpo(RECIPE, steps=args.steps, heldout=args.heldout, seed=seed)
-        print(
-            f"seed {seed}: share of negative credit on the correct prefix {shares['prefix_rlsd']:.3f} (grpo "
-            f"{shares['prefix_grpo']:.3f}), on the most rejected token {shares['rejected_rlsd']:.3f} (grpo "
-            f"{shares['rejected_grpo']:.3f}); {shares['rows']} wrong rollouts   greedy accuracy after {args.steps} "
-            f"steps: rlsd {accuracy['method']:.3f}, grpo {accuracy['grpo']:.3f}",
-            flush=True,
-        )
+    diagnosed(__doc__.splitlines()[0], RECIPE, blame,
+              ("prefix_rlsd", "prefix_grpo", "rejected_rlsd", "rejected_grpo", "rows"))
 
 
 if __name__ == "__main__":

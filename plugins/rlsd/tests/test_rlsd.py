@@ -10,7 +10,7 @@ from stackrl import ConfigError
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, written_rollout
+from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
 from stackrl.testing.repository import load_script
 from stackrl.tokensignals import REFERENCE, TokenSignals
 from stackrl_rlsd import Rlsd, RlsdConfig
@@ -85,7 +85,7 @@ def test_wrong_rollouts_are_blamed_off_their_correct_steps_and_accuracy_holds():
     assert shares["prefix_rlsd"] < 0.8 * shares["prefix_grpo"], shares
     assert shares["rejected_rlsd"] > 2 * shares["rejected_grpo"], shares
     heldout = 64
-    accuracy = mechanism.against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
+    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
     p = accuracy["grpo"]
     assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
 

@@ -15,11 +15,8 @@ it often starts after the error and cannot recover, or before it and repeats the
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
-import torch
 import yaml
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rrpo-cpu.yaml"
@@ -51,24 +48,11 @@ def run(reset: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    results = {reset: [] for reset in RESETS}
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            for reset in RESETS:
-                figures = run(reset, seed, args.steps, Path(tmp), args.overrides)
-                results[reset].append(figures)
-                print(f"seed {seed} {reset:>6}: success {figures['success']:.3f}  spread {figures['spread']:.3f}")
-    print(f"\n{args.steps} steps, seeds {args.seeds}, overrides {args.overrides}")
-    print(f"{'':>6} {'success':>8} {'spread':>8}")
-    for reset, rows in results.items():
-        means = {key: sum(r[key] for r in rows) / len(rows) for key in ("success", "spread")}
-        print(f"{reset:>6} {means['success']:>8.3f} {means['spread']:>8.3f}")
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=5).parse_args()
+    compare(args, RESETS, lambda reset, seed, folder: run(reset, seed, args.steps, folder, args.overrides),
+            figures=("success", "spread"))
 
 
 if __name__ == "__main__":

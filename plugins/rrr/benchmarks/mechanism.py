@@ -16,11 +16,9 @@ prompt's success on the same attempts (``stackrl.tasks.retry_prompt``, no reflec
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
-import torch
 import yaml
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rrr-cpu.yaml"
@@ -83,29 +81,19 @@ def probe(problems: int, reflections: int, overrides=()) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
+    from stackrl.testing.benchmark import arguments, compare
+
+    parser = arguments(__doc__.split("\n\n")[0], steps=20)
     parser.add_argument("--probe", action="store_true", help="measure the untrained model's retries instead")
     parser.add_argument("--problems", type=int, default=60, help="held-out problems the probe attempts")
     parser.add_argument("--reflections", type=int, default=4, help="reflections the probe samples per failed attempt")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
     args = parser.parse_args()
-    torch.set_num_threads(1)
     if args.probe:
         print(probe(args.problems, args.reflections, args.overrides))
         return
-    results = {method: [] for method in METHODS}
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            for method in METHODS:
-                figures = run(method, seed, args.steps, Path(tmp), args.overrides)
-                results[method].append(figures)
-                print(f"seed {seed} {method:>9}: retry success, late steps {figures['late']:.3f}, all {figures['all']:.3f}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, overrides {args.overrides}")
-    for method, rows in results.items():
-        late = sum(r["late"] for r in rows) / len(rows)
-        print(f"{method:>9}: retry success over the last half of the steps {late:.3f}")
+    # late: retry success over the last half of the steps; all: over every step
+    compare(args, METHODS, lambda method, seed, folder: run(method, seed, args.steps, folder, args.overrides),
+            figures=("late", "all"))
 
 
 if __name__ == "__main__":

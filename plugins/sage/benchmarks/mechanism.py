@@ -15,11 +15,7 @@ for each run:
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
-
-import torch
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sage-cpu.yaml"
 METHODS = ("grpo", "sage")
@@ -47,31 +43,14 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--eval-size", type=int, default=200)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
-    args = parser.parse_args()
     from stackrl.run import evaluate_checkpoint
+    from stackrl.testing.benchmark import arguments, compare
 
-    torch.set_num_threads(1)
+    args = arguments(__doc__.split("\n\n")[0], steps=20, eval_size=200).parse_args()
     overrides = [f"eval.size={args.eval_size}", *args.overrides]
-    results = {method: [] for method in METHODS}
-    with tempfile.TemporaryDirectory() as tmp:
-        untrained = evaluate_checkpoint(load("grpo", 0, 0, Path(tmp), overrides))
-        print(f"before training: pass@1 {untrained['pass@1']:.3f}", flush=True)
-        for seed in args.seeds:
-            for method in METHODS:
-                figures = run(method, seed, args.steps, Path(tmp), overrides)
-                results[method].append(figures)
-                signal, accuracy = figures["signal"], figures["pass@1"]
-                print(f"seed {seed} {method:>4}: signal {signal:.3f}  pass@1 {accuracy:.3f}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"{'':>6} {'signal':>8} {'pass@1':>8}")
-    for method, rows in results.items():
-        means = {key: sum(r[key] for r in rows) / len(rows) for key in ("signal", "pass@1")}
-        print(f"{method:>6} {means['signal']:>8.3f} {means['pass@1']:>8.3f}")
+    compare(args, METHODS, lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
+            figures=("signal", "pass@1"),
+            before=lambda folder: evaluate_checkpoint(load("grpo", 0, 0, folder, overrides)))
 
 
 if __name__ == "__main__":

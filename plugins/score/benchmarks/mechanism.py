@@ -11,12 +11,8 @@ raises; ``fix`` and ``keep`` are its two halves.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from dataclasses import replace
 from pathlib import Path
-
-import torch
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "score-cpu.yaml"
 FIGURES = ("net", "fix", "keep", "first")
@@ -48,28 +44,12 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--eval-size", type=int, default=300)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300).parse_args()
     overrides = [f"eval.size={args.eval_size}", *args.overrides]
-    show = lambda f: "  ".join(f"{name} {f[name]:+.3f}" for name in FIGURES)  # noqa: E731
-    results = {"grpo": [], "score": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        before = run("score", 0, 0, Path(tmp), overrides)
-        print(f"before training: {show(before)}", flush=True)
-        for seed in args.seeds:
-            for method in results:
-                results[method].append(run(method, seed, args.steps, Path(tmp), overrides))
-                print(f"seed {seed} {method:>6}: {show(results[method][-1])}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"{'':>8} " + " ".join(f"{name:>8}" for name in FIGURES))
-    print(f"{'before':>8} " + " ".join(f"{before[name]:>+8.3f}" for name in FIGURES))
-    for method, rows in results.items():
-        print(f"{method:>8} " + " ".join(f"{sum(r[n] for r in rows) / len(rows):>+8.3f}" for n in FIGURES))
+    compare(args, ("grpo", "score"), lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
+            figures=FIGURES, before=lambda folder: run("score", 0, 0, folder, overrides), number_format="+.3f")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ difference. ``solve`` is pass@1 from the bare question.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
 import torch
@@ -62,28 +60,13 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides, size: int) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--eval-size", type=int, default=300)
-    parser.add_argument("--methods", nargs="+", choices=["grpo", "sdrl"], default=["grpo", "sdrl"])
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    show = lambda f: "  ".join(f"{name} {f[name]:+.3f}" for name in FIGURES)  # noqa: E731
-    results = {method: [] for method in args.methods}
-    with tempfile.TemporaryDirectory() as tmp:
-        before = run("sdrl", 0, 0, Path(tmp), args.overrides, args.eval_size)
-        print(f"before training: {show(before)}", flush=True)
-        for seed in args.seeds:
-            for method in results:
-                results[method].append(run(method, seed, args.steps, Path(tmp), args.overrides, args.eval_size))
-                print(f"seed {seed} {method:>5}: {show(results[method][-1])}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"{'':>7} " + " ".join(f"{name:>8}" for name in FIGURES))
-    print(f"{'before':>7} " + " ".join(f"{before[name]:>+8.3f}" for name in FIGURES))
-    for method, rows in results.items():
-        print(f"{method:>7} " + " ".join(f"{sum(r[n] for r in rows) / len(rows):>+8.3f}" for n in FIGURES))
+    from stackrl.testing.benchmark import arguments, compare
+
+    args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300, methods=("grpo", "sdrl")).parse_args()
+    measured = lambda method, seed, steps, folder: (  # noqa: E731
+        run(method, seed, steps, folder, args.overrides, args.eval_size))
+    compare(args, args.methods, lambda method, seed, folder: measured(method, seed, args.steps, folder),
+            figures=FIGURES, before=lambda folder: measured("sdrl", 0, 0, folder), number_format="+.3f")
 
 
 if __name__ == "__main__":

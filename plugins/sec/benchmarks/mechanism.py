@@ -14,11 +14,7 @@ prints for each run:
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
-
-import torch
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sec-cpu.yaml"
 METHODS = ("uniform", "sec")
@@ -60,26 +56,21 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--eval-size", type=int, default=200)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for both runs")
-    args = parser.parse_args()
     from stackrl.run import evaluate_checkpoint
+    from stackrl.testing.benchmark import arguments, compare
 
-    torch.set_num_threads(1)
+    args = arguments(__doc__.split("\n\n")[0], steps=20, eval_size=200).parse_args()
     overrides = [f"eval.size={args.eval_size}", *args.overrides]
-    results = {method: [] for method in METHODS}
-    with tempfile.TemporaryDirectory() as tmp:
-        untrained = evaluate_checkpoint(load("uniform", 0, 0, Path(tmp), overrides))["by_category"]
-        for seed in args.seeds:
-            for method in METHODS:
-                figures = run(method, seed, args.steps, Path(tmp), overrides)
-                results[method].append(figures)
-                print(f"seed {seed} {method:>7}: hardest {figures['hardest']:.3f}  all {figures['all']:.3f}", flush=True)
-    print(f"\n{args.steps} steps, seeds {args.seeds}, held-out problems {args.eval_size}, overrides {args.overrides}")
-    print(f"{'category':<18} {'pass@1 before':>13} {'SEC prob':>9} {'SEC drawn':>10} {'uniform drawn':>14}")
+    untrained = {}
+
+    def before(folder: Path) -> dict:
+        result = evaluate_checkpoint(load("uniform", 0, 0, folder, overrides))
+        untrained.update(result["by_category"])
+        return {"hardest": untrained.get(HARDEST), "all": result["pass@1"]}
+
+    results = compare(args, METHODS, lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
+                      figures=("hardest", "all"), before=before)
+    print(f"\n{'category':<18} {'pass@1 before':>13} {'SEC prob':>9} {'SEC drawn':>10} {'uniform drawn':>14}")
 
     def mean(method, key, category):
         return sum(r[key].get(category, 0.0) for r in results[method]) / len(results[method])
@@ -89,10 +80,6 @@ def main() -> None:
             f"{category:<18} {untrained[category]:>13.3f} {mean('sec', 'prob', category):>9.3f} "
             f"{mean('sec', 'drawn', category):>10.3f} {mean('uniform', 'drawn', category):>14.3f}"
         )
-    for method in METHODS:
-        hardest = sum(r["hardest"] for r in results[method]) / len(results[method])
-        overall = sum(r["all"] for r in results[method]) / len(results[method])
-        print(f"{method:>7}: held-out pass@1 on {HARDEST} {hardest:.3f}, on all categories {overall:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+"""The main the plugins' benchmark scripts share: each method compared, trained and measured at each seed, one
+line a run as it ends, then the means over the seeds as a table.
+
+- :func:`arguments`: the flags such scripts take (``--seeds``, and as they apply ``--steps``, ``--eval-size`` and
+  ``--methods``, and ``key=value`` overrides of the recipe); a script adds its own to the parser it returns;
+- :func:`compare`: the seeds × methods loop, with what differs passed in: ``run`` trains and measures one method
+  at one seed, ``before`` measures the untrained model, ``figures`` names what is shown;
+- :func:`changes`: one run's figures measured before and after training, as one dict;
+- :func:`diagnosed`: the main of the benchmarks that measure a plugin's signal on held-out rollouts of the
+  untrained model, then held-out greedy accuracy after a short run against plain GRPO
+  (:func:`stackrl.testing.heldout.against_grpo`).
+
+A script keeps its ``run(...)`` (or what its mechanism test calls) and its main is a few lines: parse, then
+``compare(args, methods, lambda method, seed, folder: ..., figures=...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+
+def arguments(description: str, *, steps: int | None, eval_size: int | None = None, methods: Sequence[str] = (),
+              seeds: Sequence[int] = (0, 1, 2)) -> argparse.ArgumentParser:
+    """The parser of a benchmark script: ``--seeds`` (the seeds themselves), ``--steps`` (training steps a run;
+    where ``steps`` is given), ``--eval-size`` (held-out problems; where ``eval_size`` is given), ``--methods``
+    (which of ``methods`` to run, all by default; where more than one is given) and the recipe overrides."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    if steps is not None:
+        parser.add_argument("--steps", type=int, default=steps)
+    if eval_size is not None:
+        parser.add_argument("--eval-size", type=int, default=eval_size, help="held-out problems measured")
+    if len(methods) > 1:
+        parser.add_argument("--methods", nargs="+", choices=list(methods), default=list(methods))
+    # --seeds and --methods take every word after them: overrides go before them, or after a one-value option
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe, for every run (not right "
+                        "after --seeds or --methods)")
+    return parser
+
+
+def _value(figures: dict, name: str) -> float:
+    """A figure, NaN where a run did not measure it (``None``: nothing to measure, e.g. an AUROC of one class)."""
+    value = figures.get(name)
+    return math.nan if value is None else float(value)
+
+
+def _means(rows: list[dict], names: Sequence[str]) -> dict[str, float]:
+    """The mean of each figure over the runs ``rows`` (NaN where any run lacks it)."""
+    return {name: sum(_value(r, name) for r in rows) / len(rows) for name in names}
+
+
+def compare(args: argparse.Namespace, methods: Sequence[str], run: Callable[[str, int, Path], dict], *,
+            figures: Sequence[str] = (), before: Callable[[Path], dict] | None = None,
+            number_format: str = ".3f") -> dict[str, list[dict]]:
+    """Train and measure each of ``methods`` at each of ``args.seeds``: ``run(method, seed, folder)`` returns the
+    run's figures (``folder``: a temporary folder for its outputs, shared by every run). ``before(folder)``, where
+    given, measures the untrained model first. Prints those of ``figures`` (by default every number the runs
+    returned) a run measured, in the format ``number_format``, as it ends; then the settings and a table of the means
+    over the seeds. Returns each method's figures, a dict a seed, for what a script prints besides."""
+    torch.set_num_threads(1)
+    numbers = lambda found: [k for k, v in found.items() if isinstance(v, (int, float))]  # noqa: E731
+    show = lambda found: "  ".join(f"{n} {_value(found, n):{number_format}}" for n in names if n in found)  # noqa: E731
+    width = max(len(m) for m in (*methods, "before" if before else ""))
+    results: dict[str, list[dict]] = {method: [] for method in methods}
+    with tempfile.TemporaryDirectory() as tmp:
+        untrained = {"before": before(Path(tmp))} if before else {}
+        names = list(figures) or numbers(untrained.get("before", {}))
+        if untrained:
+            print(f"before training: {show(untrained['before'])}", flush=True)
+        for seed in args.seeds:
+            for method in methods:
+                results[method].append(run(method, seed, Path(tmp)))
+                if not figures:  # every number measured, a method's own among them
+                    names += [name for name in numbers(results[method][-1]) if name not in names]
+                print(f"seed {seed} {method:>{width}}: {show(results[method][-1])}", flush=True)
+    settings = [f"{args.steps} steps"] if hasattr(args, "steps") else []
+    settings.append(f"seeds {args.seeds}")
+    if hasattr(args, "eval_size"):
+        settings.append(f"held-out problems {args.eval_size}")
+    print(f"\n{', '.join(settings)}, overrides {args.overrides}; means over the seeds")
+    columns = [max(8, len(name)) for name in names]
+    print(f"{'':>{width}} " + " ".join(f"{name:>{c}}" for name, c in zip(names, columns)))
+    rows = {**untrained, **{method: _means(found, names) for method, found in results.items()}}
+    for method, found in rows.items():
+        cells = (f"{format(_value(found, name), number_format):>{c}}" for name, c in zip(names, columns))
+        print(f"{method:>{width}} " + " ".join(cells))
+    return results
+
+
+def changes(before: dict, after: dict) -> dict:
+    """The figures of a run measured before training (``name_before``) and after it (``name``), for :func:`compare`."""
+    return {**{f"{name}_before": value for name, value in before.items()}, **after}
+
+
+def diagnosed(description: str, recipe: Path, diagnose: Callable[[int, int], dict], figures: Sequence[str]) -> None:
+    """The main of a benchmark that runs ``diagnose(problems, seed)`` (the plugin's signal on ``--problems``
+    held-out problems, sampled by the untrained model) and then compares held-out greedy accuracy after
+    ``--steps`` steps of ``recipe`` (``accuracy``) and of the same recipe without its plugins (``grpo_accuracy``),
+    the overrides applied to both runs; one method, named after the recipe's plugin."""
+    from stackrl.testing.heldout import against_grpo
+
+    parser = arguments(description, steps=30, eval_size=128)
+    parser.add_argument("--problems", type=int, default=64, help="held-out problems diagnosed")
+    args = parser.parse_args()
+
+    def run(method: str, seed: int, folder: Path) -> dict:
+        accuracy = against_grpo(recipe, args.overrides, steps=args.steps, heldout=args.eval_size, seed=seed)
+        return {**diagnose(args.problems, seed), "accuracy": accuracy["method"], "grpo_accuracy": accuracy["grpo"]}
+
+    plugin = recipe.name.removesuffix("-cpu.yaml")
+    compare(args, (plugin,), run, figures=(*figures, "accuracy", "grpo_accuracy"))
