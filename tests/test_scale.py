@@ -8,11 +8,12 @@ split over the two processes, and the main process alone writes its metrics and 
 
 - ``greedy``: the test plugins that touch every stage (prompt transform, rewards, per-token advantages, a loss
   term, step state), greedy decoding, on the tiny model. Its single-process reference trains in this process.
-- ``methods``: every method plugin installed from plugins/*/ but mrrlvr (with its CPU recipe's settings; each pair of them
+- ``methods``: every method plugin installed from plugins/*/ (with its CPU recipe's settings; each pair of them
   validates together, tests/test_combination.py), on top of the test plugins, sampled, on the built-in model
-  ``stackrl/arith-tiny``. Method plugins may sample inside their hooks (a second rollout, a teacher's), so this
-  run is checked for what holds whatever they do: identical state on both processes, whole groups, a full
-  checkpoint.
+  ``stackrl/arith-tiny``. Both steps are mrrlvr's first stage, whose rows have no answer: the methods that read
+  one pass them through as plain GRPO (tests/test_answerless_rows.py). Method plugins may sample inside their
+  hooks (a second rollout, a teacher's), so this run is checked for what holds whatever they do: identical state
+  on both processes, whole groups, a full checkpoint.
 
 Layout as in tests/test_distributed.py: 6 rows per process, groups of 4, so a group straddles the processes; the
 single-process reference uses 12 rows per device, the same global batch, so TRL's seeded sampler feeds the same
@@ -22,6 +23,7 @@ prompts per step.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -51,10 +53,6 @@ QLORA = {
 EVAL = {"split": "test", "size": 24, "samples": 2, "batch_size": 8, "temperature": 1.0, "seed": 3}
 
 
-
-
-
-
 def _exclusive_winners(methods: dict) -> dict[str, str]:
     """A winner for each exclusive hook several method plugins claim: sage where it claims one (in its recipe's
     mode sage, losing its generation is an error), else the first claimant."""
@@ -80,9 +78,7 @@ def _runs(out: Path) -> dict[str, dict]:
         "save_strategy": "steps",
         "save_steps": STEPS,
     }
-    # mrrlvr's first stage trains on process tasks without an answer, which the methods reading each row's answer
-    # cannot use (its README, "Stacking"); its pairs validate in tests/test_combination.py.
-    methods = {name: m for name, m in method_plugins(ROOT).items() if name != "mrrlvr"}
+    methods = method_plugins(ROOT)
     rewards = {"exact_match": 1.0, **{n: m["reward"] for n, m in methods.items() if m["reward"] is not None}}
     return {
         "job": {
@@ -187,6 +183,9 @@ def test_every_method_plugin_stacked_on_qlora_two_processes(launched, worker):
         assert [(s["group_size"], s["rows"]) for s in report["seen"]] == [(GROUP, GLOBAL)] * STEPS
     assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"]
     assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    # Both steps are mrrlvr's first stage: no row has an answer for the outcome reward to score.
+    outcome = [value for call in ranks[0]["reward_calls"] for value in call["builtin_rewards"]["exact_match"]]
+    assert len(outcome) == STEPS * GLOBAL and all(math.isnan(value) for value in outcome)
     config = yaml.safe_load((_checkpoint(out, "methods") / "stackrl_config.yaml").read_text())
     assert config["plugins"] == runs["methods"]["plugins"]
     states = torch.load(_checkpoint(out, "methods") / "stackrl_plugins.pt", weights_only=True)

@@ -16,6 +16,8 @@ from stackrl.teacher import (
     generalized_jsd,
     geometric_interpolation,
     position_weights,
+    privileged,
+    privileged_rows,
     relative_positions,
     restrict_to_teacher_topk,
     returns_to_go,
@@ -51,6 +53,24 @@ def test_chat_prompt_gets_the_template_in_its_last_user_message():
     (built,) = teacher_prompts([chat], {"solution": ["1 + 1 = 2"]}, "{prompt}\nReference: {solution}")
     assert built == [chat[0], {"role": "user", "content": "What is 1 + 1?\nReference: 1 + 1 = 2"}]
     assert chat[1]["content"] == "What is 1 + 1?", "the student's prompt is left alone"
+
+
+def test_a_row_without_an_answer_or_a_value_the_template_uses_has_no_privileged_context():
+    rollout = Rollout(
+        prompts=["a", "b", "c", "d"], completions=["x"] * 4, prompt_ids=[[1]] * 4, completion_ids=[[2]] * 4,
+        columns={"solution": ["s", "s", None, "s"], "answer": ["1", "1", "2", None], "hint": ["h", None, "h", "h"]},
+        group_size=2,
+    )
+    assert privileged_rows(rollout) == [0, 1, 2]  # the answer alone
+    assert privileged_rows(rollout, "{solution}\n\n{prompt}") == [0, 1]
+    assert privileged_rows(rollout, "{solution}", "{hint} {label}") == [0]  # {label} is no column: the template's
+    assert privileged(rollout, "{solution}").prompts == ["a", "b"]
+    assert privileged(rollout.select([0, 1]), "{prompt}").prompts == ["a", "b"]
+    assert privileged(rollout.select([3]), "{prompt}") is None  # nothing to distil
+    renamed = Rollout(**{**vars(rollout), "answer_column": "target"})
+    assert privileged_rows(renamed) == [0, 1, 2, 3]  # only the column data.answer_column names holds the answers
+    del rollout.columns["answer"]  # a label-free run: no answer to check
+    assert privileged_rows(rollout, "{solution}") == [0, 1, 3]
 
 
 def test_template_field_without_a_column_is_named():

@@ -149,8 +149,20 @@ def test_derived_fields_need_the_reference_and_another_problem():
     assert derived_fields(one_problem, where="test")["wrong_answer"] == ["6", "6"]  # the integer plus one
     one_problem.columns["answer"] = ["five", "five"]
     one_problem.completions = ["2 + 3 = 5", "2 + 3 ="]  # no answer of their own to take
-    with pytest.raises(PluginError, match="same answer, and it is not an integer"):
+    with pytest.raises(PluginError, match="no other problem of the batch has an answer other than 'five', and it is not"):
         derived_fields(one_problem, where="test")
+
+
+def test_rows_without_an_answer_have_no_context_and_give_none_to_the_others():
+    rollout = _rollout()
+    rollout.columns["answer"][2:] = [None, None]
+    fields = derived_fields(rollout, where="test")
+    assert fields["wrong_answer"] == ["6", "6", None, None]  # not the None of the other problem: the integer plus one
+    wrong = SignalContext("wrong", "{wrong_solution}\n\n{prompt}")
+    assert wrong.rows(rollout) == REFERENCE.rows(rollout) == [0, 1] and STUDENT.rows(rollout) == [0, 1, 2, 3]
+    assert list(wrong.prompts(rollout)) == [0, 1]
+    rollout.columns["answer"][:2] = [None, None]
+    assert wrong.prompts(rollout) == {}  # a batch without any answer: no context, and no error
 
 
 # -- the service on the built-in model ----------------------------------------------------------------------------
@@ -203,6 +215,28 @@ def test_signals_equal_a_direct_computation(trainer):
         assert (gap[i, n:] == 0).all() and (entropy[i, n:] == 0).all()
     # At temperature 1 the values differ: the run's sampling temperature is the default.
     assert not torch.allclose(signals.gap(REFERENCE, temperature=1.0), gap, atol=1e-3)
+
+
+def test_signals_of_rows_without_an_answer_are_zero_and_leave_grpos_advantages(trainer):
+    """Row by row, the rows with an answer get the signals they get in a batch of their own; those without get
+    none, so every modulator leaves their advantages as GRPO's."""
+    mixed = _rollout(_encode(trainer))
+    mixed.columns["answer"][2:] = [None, None]
+    alone = mixed.select([0, 1])
+    signals, own = TokenSignals.of(_context(trainer, mixed)), TokenSignals.of(_context(trainer, alone))
+    wrong = SignalContext("wrong", "{wrong_solution}\n\n{prompt}")
+    width = own.mask.size(1)
+    for name, of in [("gap", lambda s: s.gap(REFERENCE)), ("contrast", lambda s: s.contrast(REFERENCE, wrong)),
+                     ("entropy", lambda s: s.entropy(REFERENCE)), ("top-k mass", lambda s: s.topk_mass(REFERENCE, 2))]:
+        got, want = of(signals), of(own)
+        assert not got[2:].any(), name
+        assert torch.allclose(got[:2, :width], want, atol=1e-5) and want.abs().sum() > 0, name
+    assert signals.covered(REFERENCE).tolist() == (mixed.completion_mask() * torch.tensor([[1], [1], [0], [0]])).tolist()
+    advantages = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    weights = magnitude_weights(signals.gap(REFERENCE), advantages, signals.mask, clip=2.0)
+    reshaped = reallocate(advantages, weights, signals.mask)
+    assert torch.equal(reshaped[2:], (advantages.unsqueeze(1) * signals.mask)[2:])
+    assert not torch.equal(reshaped[:2], (advantages.unsqueeze(1) * signals.mask)[:2])
 
 
 def test_one_forward_per_distinct_context_shared_by_two_plugins(trainer, monkeypatch):

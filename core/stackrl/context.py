@@ -32,7 +32,10 @@ class Rollout:
     prompt. ``prompts`` are the dataset's prompts (text or chat messages), ``columns`` the dataset's other columns
     (``answer``, ``solution``, ...) and those a ``generate_rollout`` plugin added (``role``, ...), one value per
     row. ``loss_mask`` holds, per row, 1 on each completion token the policy loss may train and 0 on text a plugin
-    injected (``None``: every token trains).
+    injected (``None``: every token trains). ``answer_column`` names the column of the reference answers
+    (``data.answer_column``): a row whose value there is ``None`` has no answer (a row a plugin added to the pool
+    label-free, a self-supervised task), and the privileged-context blocks leave it as GRPO does
+    (:func:`stackrl.teacher.privileged_rows`).
     """
 
     prompts: list
@@ -46,6 +49,7 @@ class Rollout:
     excluded: set[int] = field(default_factory=set)  # rows kept out of the policy loss: see exclude_from_loss
     pseudo_labels: dict[str, list] = field(default_factory=dict)  # plugin -> one label per row: see RewardContext
     loss_mask: list[list[int]] | None = None
+    answer_column: str = "answer"
 
     def __len__(self) -> int:
         return len(self.completions)
@@ -100,6 +104,7 @@ class Rollout:
             rewards={k: v[rows] for k, v in self.rewards.items()},
             advantages=None if self.advantages is None else self.advantages[rows],
             loss_mask=None if self.loss_mask is None else [self.loss_mask[i] for i in rows],
+            answer_column=self.answer_column,
         )
 
 

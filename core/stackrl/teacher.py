@@ -8,6 +8,8 @@ and returns vocabulary log-probs only at the positions a loss needs, so span-res
 
 - :func:`teacher_prompts` builds the teacher's prompt for each row from the template (:data:`WORKED_SOLUTION_TEMPLATE`
   is a generic one for data sets with a worked solution);
+- :func:`privileged_rows` and :func:`privileged`: the rows that have the privileged context at all (a row without an
+  answer has none, and stays plain GRPO);
 - :func:`score_teacher` and :func:`score_student` score a loss context's completions at chosen positions;
 - :func:`student_and_teacher`: both distributions at every completion token, packed, for a divergence;
 - :func:`forward_kl`, :func:`reverse_kl`, :func:`generalized_jsd`, :func:`restrict_to_teacher_topk`: per-position
@@ -75,6 +77,34 @@ def teacher_prompts(prompts: list, columns: dict[str, list], template: str, *, w
         messages[last_user]["content"] = template.format(**row, prompt=messages[last_user]["content"])
         out.append(messages)
     return out
+
+
+# -- which rows have privileged context ------------------------------------------------------------------------------
+
+
+def privileged_rows(rollout: Rollout, *templates: str, columns=()) -> list[int]:
+    """The rows of ``rollout`` that have privileged context: a reference answer, and a value for every column the
+    ``templates`` (and ``columns``) use.
+
+    Rows without an answer are legitimate: a plugin adds them to the pool label-free (self-instruction), or trains
+    on self-supervised tasks (MR-RLVR's first stage). Such a row has no privileged signal, so the methods on this
+    block and on :mod:`stackrl.tokensignals` leave it as plain GRPO: no teacher context, no token signal, no
+    distillation term. A rollout without the answer column at all (a ``data.label_free`` run) has no answer to
+    check; its columns alone decide. A field that is no column (``{prompt}``, a derived field) is left to the
+    template.
+    """
+    used = [name for template in templates for name in template_fields(template)]
+    needed = [c for c in dict.fromkeys([rollout.answer_column, *used, *columns]) if c in rollout.columns]
+    return [i for i in range(len(rollout)) if all(rollout.columns[c][i] is not None for c in needed)]
+
+
+def privileged(rollout: Rollout, template: str) -> Rollout | None:
+    """The rows of ``rollout`` that have the privileged context ``template`` builds (:func:`privileged_rows`):
+    ``rollout`` itself when all do, ``None`` when none does (a loss term then has nothing to distil)."""
+    rows = privileged_rows(rollout, template)
+    if not rows:
+        return None
+    return rollout if len(rows) == len(rollout) else rollout.select(rows)
 
 
 # -- the config keys the self-teacher plugins share ------------------------------------------------------------------

@@ -410,6 +410,7 @@ class StackTrainer(GRPOTrainer):
             columns={**self._columns([r[0] for r in rows]), **self._added_columns},
             group_size=self._group_size,
             loss_mask=self._added_loss_mask,
+            answer_column=self._answer_column,
         )
         self._rollouts[self._mode] = rollout
         self._weigh_rewards(self.state.global_step)

@@ -16,7 +16,11 @@ and the reference (``solution`` and ``answer`` columns):
 - ``denied_solution``: a solution asserting an answer other than the row's: the reference on a wrong row,
   ``wrong_solution`` on a correct one.
 
-Correctness is ``stackrl.rewards.exact_match`` against the ``answer`` column.
+Correctness is ``stackrl.rewards.exact_match`` against the answer column (``rollout.answer_column``).
+
+A context built from a template applies only to the rows that have privileged context
+(:func:`stackrl.teacher.privileged_rows`): a row without an answer, or without a value the template uses (the
+reference solution, for the derived fields), gets none, and its signals under the context are zero.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING
 from stackrl.errors import PluginError
 from stackrl.rewards import exact_match, extract_answer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import template_fields, teacher_prompts
+from stackrl.teacher import privileged_rows, template_fields, teacher_prompts
 
 if TYPE_CHECKING:
     from stackrl.context import Rollout
@@ -48,15 +52,30 @@ class SignalContext:
     name: str
     template: str | None = None
 
-    def prompts(self, rollout: Rollout) -> list:
-        """One context per row: the row's trained prompt tokens, or its formatted template."""
+    @property
+    def derived(self) -> bool:
+        """Whether the template uses a field derived from the reference (:data:`DERIVED_FIELDS`)."""
+        return self.template is not None and bool(set(template_fields(self.template)) & set(DERIVED_FIELDS))
+
+    def rows(self, rollout: Rollout) -> list[int]:
+        """The rows this context applies to: every row for the trained prompt; for a template, the rows with
+        privileged context."""
         if self.template is None:
-            return rollout.prompt_ids
-        used = set(template_fields(self.template))
+            return list(range(len(rollout)))
+        return privileged_rows(rollout, self.template, columns=("solution",) if self.derived else ())
+
+    def prompts(self, rollout: Rollout) -> dict:
+        """The context of each row it applies to, by row: the row's trained prompt tokens, or its formatted
+        template."""
+        if self.template is None:
+            return dict(enumerate(rollout.prompt_ids))
+        where = f"context '{self.name}'"
         columns = dict(rollout.columns)
-        if used & set(DERIVED_FIELDS):
-            columns.update(derived_fields(rollout, where=f"context '{self.name}'"))
-        return teacher_prompts(rollout.prompts, columns, self.template, where=f"context '{self.name}'")
+        if self.derived:
+            columns.update(derived_fields(rollout, where=where))
+        rows = self.rows(rollout)
+        chosen = {name: [values[i] for i in rows] for name, values in columns.items()}
+        return dict(zip(rows, teacher_prompts([rollout.prompts[i] for i in rows], chosen, self.template, where=where)))
 
 
 STUDENT = SignalContext("student")
@@ -68,48 +87,44 @@ def _replace_answer(solution: str, answer: str, replacement: str) -> str:
     return re.sub(rf"(?<![\w.]){re.escape(answer)}(?![\w])", lambda _: replacement, solution)
 
 
-def derived_fields(rollout: Rollout, *, where: str) -> dict[str, list[str]]:
-    """The fields of the module docstring, one value per row."""
-    missing = [c for c in ("solution", "answer") if c not in rollout.columns]
+def derived_fields(rollout: Rollout, *, where: str) -> dict[str, list[str | None]]:
+    """The fields of the module docstring, one value per row; ``None`` on a row without an answer or a solution."""
+    missing = [c for c in ("solution", rollout.answer_column) if c not in rollout.columns]
     if missing:
         raise PluginError(
             f"{where}: its template uses fields derived from the reference, which need the columns solution and "
-            f"answer; the rollout lacks {', '.join(missing)}"
+            f"{rollout.answer_column}; the rollout lacks {', '.join(missing)}"
         )
-    answers = [str(a) for a in rollout.columns["answer"]]
-    solutions = [str(s) for s in rollout.columns["solution"]]
-    own = [extract_answer(text) for text in rollout.completions]
-    correct = [bool(exact_match(text, answer)) for text, answer in zip(rollout.completions, answers)]
-    size = rollout.group_size
-    fields = {name: [] for name in DERIVED_FIELDS}
-    for i, text in enumerate(rollout.completions):
-        if own[i] is not None and not correct[i]:
-            wrong = own[i]
-        else:
-            wrong = _other_answer(answers, i, size, where=where)
-        claimed = own[i] if own[i] is not None else wrong
-        fields["response"].append(text)
-        fields["response_answer"].append(own[i] or "")
-        fields["wrong_answer"].append(wrong)
-        fields["claimed_answer"].append(claimed)
-        fields["claimed_solution"].append(_replace_answer(solutions[i], answers[i], claimed))
-        fields["wrong_solution"].append(_replace_answer(solutions[i], answers[i], wrong))
-        fields["denied_solution"].append(fields["wrong_solution"][-1] if correct[i] else solutions[i])
+    answers = [None if a is None else str(a) for a in rollout.columns[rollout.answer_column]]
+    fields = {name: [None] * len(rollout) for name in DERIVED_FIELDS}
+    for i in privileged_rows(rollout, columns=("solution",)):
+        text, answer, solution = rollout.completions[i], answers[i], str(rollout.columns["solution"][i])
+        own, correct = extract_answer(text), bool(exact_match(text, answer))
+        wrong = own if own is not None and not correct else _other_answer(answers, i, rollout.group_size, where=where)
+        claimed = own if own is not None else wrong
+        fields["response"][i] = text
+        fields["response_answer"][i] = own or ""
+        fields["wrong_answer"][i] = wrong
+        fields["claimed_answer"][i] = claimed
+        fields["claimed_solution"][i] = _replace_answer(solution, answer, claimed)
+        fields["wrong_solution"][i] = _replace_answer(solution, answer, wrong)
+        fields["denied_solution"][i] = fields["wrong_solution"][i] if correct else solution
     return fields
 
 
-def _other_answer(answers: list[str], row: int, group_size: int, *, where: str) -> str:
-    """The answer of the nearest following group (cyclically) whose answer differs from row ``row``'s, else the
-    integer answer plus one."""
-    n = len(answers)
+def _other_answer(answers: list[str | None], row: int, group_size: int, *, where: str) -> str:
+    """The answer of the nearest following group (cyclically) whose answer differs from row ``row``'s (a group
+    without an answer has none to give), else the integer answer plus one."""
+    n, own = len(answers), answers[row].strip()
     start = (row // group_size + 1) * group_size
     for offset in range(0, n, group_size):
         other = answers[(start + offset) % n]
-        if other.strip() != answers[row].strip():
+        if other is not None and other.strip() != own:
             return other
-    if re.fullmatch(r"-?\d+", answers[row].strip()):  # one problem (or one answer) in the batch: a near miss
-        return str(int(answers[row]) + 1)
+    if re.fullmatch(r"-?\d+", own):  # one problem (or one answer) in the batch: a near miss
+        return str(int(own) + 1)
     raise PluginError(
-        f"{where}: a wrong answer for row {row} is taken from another problem of the batch, but every problem of "
-        "the batch has the same answer, and it is not an integer to change; use a batch of several problems"
+        f"{where}: a wrong answer for row {row} is taken from another problem of the batch, but no other problem "
+        f"of the batch has an answer other than '{own}', and it is not an integer to change; use a batch of "
+        "several problems"
     )

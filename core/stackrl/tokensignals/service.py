@@ -40,6 +40,11 @@ class TokenSignals:
     ``temperature`` (default: the run's sampling temperature, the one TRL's loss uses). Statistics (entropy,
     top-k mass) need the whole next-token distribution; ask for them first when a context needs both, since a
     context scored for log-probs alone is scored again for them.
+
+    A context applies to the rows with its privileged context (:meth:`SignalContext.rows`; a row without an answer
+    has none): on the others its log-probs and statistics are zero, and so are the gaps and contrasts it enters,
+    which leaves those rows' advantages as GRPO's under every modulator. :meth:`covered` masks the rows a signal
+    applies to, for a mean over them.
     """
 
     rows_per_forward = 4  # rows scored per forward when statistics are asked (their full distributions are held)
@@ -63,9 +68,18 @@ class TokenSignals:
 
     # -- signals ------------------------------------------------------------------------------------------------
 
+    def covered(self, *contexts: SignalContext) -> torch.Tensor:
+        """``(N, T)``: ``mask`` on the rows every one of ``contexts`` applies to, 0 on the others."""
+        rows = set(range(len(self._rollout)))
+        for context in contexts:
+            rows &= set(context.rows(self._rollout))
+        keep = torch.zeros(len(self._rollout), dtype=self.mask.dtype, device=self.device)
+        keep[sorted(rows)] = 1
+        return self.mask * keep.unsqueeze(1)
+
     def logprobs(self, context: SignalContext, *, model: str = "policy", temperature: float | None = None):
         """``log pi(y_t | context, y_<t)`` of every sampled token."""
-        return self._stack([s.logprobs for s in self._scored(context, model, temperature)])
+        return self._stack({i: s.logprobs for i, s in self._scored(context, model, temperature).items()})
 
     def gap(
         self, teacher: SignalContext, student: SignalContext = STUDENT, *, model: str = "policy",
@@ -76,32 +90,35 @@ class TokenSignals:
         ``model`` is the teacher's; the student is always the live policy.
         """
         student_logps = self.logprobs(student, temperature=temperature)
-        return self.logprobs(teacher, model=model, temperature=temperature) - student_logps
+        teacher_logps = self.logprobs(teacher, model=model, temperature=temperature)
+        return (teacher_logps - student_logps) * self.covered(teacher, student)
 
     def contrast(self, first: SignalContext, second: SignalContext, **options) -> torch.Tensor:
         """``log pi(y_t | first) - log pi(y_t | second)``: the student's own term cancels between two teachers."""
-        return self.logprobs(first, **options) - self.logprobs(second, **options)
+        return (self.logprobs(first, **options) - self.logprobs(second, **options)) * self.covered(first, second)
 
     def entropy(self, context: SignalContext, *, model: str = "policy", temperature: float | None = None):
         """The entropy of the next-token distribution at each position, under ``context``."""
-        return self._stack([s.entropy for s in self._scored(context, model, temperature, statistics=True)])
+        scored = self._scored(context, model, temperature, statistics=True)
+        return self._stack({i: s.entropy for i, s in scored.items()})
 
     def topk_mass(self, context: SignalContext, k: int, *, model: str = "policy", temperature: float | None = None):
         """The probability of the ``k`` most likely next tokens at each position, under ``context``."""
         scored = self._scored(context, model, temperature, statistics=True, k=k)
-        return self._stack([s.topk_mass[k] for s in scored])
+        return self._stack({i: s.topk_mass[k] for i, s in scored.items()})
 
     # -- scoring and the cache ----------------------------------------------------------------------------------
 
-    def _scored(self, context, model="policy", temperature=None, *, statistics=False, k=None) -> list[_Scored]:
+    def _scored(self, context, model="policy", temperature=None, *, statistics=False, k=None) -> dict[int, _Scored]:
+        """The rows ``context`` applies to, scored, by row."""
         ctx, rollout = self._ctx, self._rollout
         temperature = ctx.sampling_temperature if temperature is None else temperature
         prompts = context.prompts(rollout)
-        keys = [(i, model, temperature, repr(p)) for i, p in enumerate(prompts)]
-        todo = [i for i, key in enumerate(keys) if not self._has(key, statistics, k)]
+        keys = {i: (i, model, temperature, repr(p)) for i, p in prompts.items()}
+        todo = [i for i, key in keys.items() if not self._has(key, statistics, k)]
         if todo:
             self._score(todo, [prompts[i] for i in todo], [keys[i] for i in todo], model, temperature, statistics, k)
-        return [self._cache[key] for key in keys]
+        return {i: self._cache[key] for i, key in keys.items()}
 
     def _has(self, key: tuple, statistics: bool, k: int | None) -> bool:
         scored = self._cache.get(key)
@@ -131,9 +148,10 @@ class TokenSignals:
                         scored.topk_mass[k] = masses[j, :length].detach().to(self.device)
                 self._cache[key] = scored
 
-    def _stack(self, rows: list[torch.Tensor]) -> torch.Tensor:
+    def _stack(self, rows: dict[int, torch.Tensor]) -> torch.Tensor:
+        """``(N, T)`` with each given row's values, zero elsewhere."""
         out = torch.zeros(self.mask.shape, dtype=torch.float32, device=self.device)
-        for i, row in enumerate(rows):
+        for i, row in rows.items():
             out[i, : len(row)] = row
         return out
 

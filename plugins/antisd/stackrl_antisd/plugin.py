@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import generalized_jsd, student_and_teacher
+from stackrl.teacher import generalized_jsd, privileged, student_and_teacher
 from stackrl.tokensignals import CollapseGate, SignalContext, TokenSignals
 from stackrl_antisd.config import AntisdConfig, check
 
@@ -37,19 +37,23 @@ class Antisd(Plugin):
     def temperature(self, ctx) -> float:
         return ctx.sampling_temperature if self.config.temperature is None else self.config.temperature
 
-    def teacher_entropy(self, ctx) -> float:
-        """The teacher's entropy averaged over every completion token of the batch (chunked: never ``N x T x V``)."""
+    def teacher_entropy(self, ctx) -> float | None:
+        """The teacher's entropy averaged over every completion token of the batch's rows with its context
+        (chunked: never ``N x T x V``); ``None`` when no row has it (none with an answer)."""
         signals = TokenSignals.of(ctx)
         context = SignalContext(f"{self.name} teacher", self.config.teacher_template)
+        covered = signals.covered(context)
+        if not covered.any():
+            return None
         entropy = signals.entropy(context, model=self.config.teacher, temperature=self.temperature(ctx))
-        return float((entropy * signals.mask).sum() / signals.mask.sum().clamp_min(1))
+        return float((entropy * covered).sum() / covered.sum())
 
     @hookimpl
     def reshape_advantages(self, ctx):
         # The advantages are left as they are: this stage sees the whole batch on every process, so the gate's
         # decision (and its checkpointed state) is the same everywhere.
-        if ctx.training and not self.gate.settled:
-            entropy = self.teacher_entropy(ctx)
+        entropy = self.teacher_entropy(ctx) if ctx.training and not self.gate.settled else None
+        if entropy is not None:  # a batch without a teacher context says nothing of its entropy
             self.gate.update(entropy, ctx.step)
             ctx.log("teacher_entropy", entropy)
             ctx.log("teacher_entropy_smoothed", self.gate.value)
@@ -58,10 +62,11 @@ class Antisd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        if not self.gate.is_open:
+        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        if not self.gate.is_open or rollout is None:
             return None
         student, teacher = student_and_teacher(
-            ctx, ctx.rollout, self.config.teacher_template, teacher=self.config.teacher,
+            ctx, rollout, self.config.teacher_template, teacher=self.config.teacher,
             temperature=self.temperature(ctx), grad=ctx.training, where=f"{self.name}.teacher_template",
         )
         return ascent_term(student, teacher, self.config.beta)

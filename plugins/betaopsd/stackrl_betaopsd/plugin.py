@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import geometric_interpolation, score_student, student_and_teacher
+from stackrl.teacher import geometric_interpolation, privileged, score_student, student_and_teacher
 from stackrl_betaopsd.config import BetaOpsdConfig, check
 from stackrl_betaopsd.loss import trajectory_divergence
 
@@ -55,8 +55,11 @@ class BetaOpsd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
+        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        if rollout is None:
+            return None
         per_token = target_divergence(
-            ctx, ctx.rollout, self.config, teacher=self.model_name(self.config.teacher),
+            ctx, rollout, self.config, teacher=self.model_name(self.config.teacher),
             reference=self.model_name(self.config.reference_model), grad=ctx.training,
         )
         return per_token.mean()  # the micro-batch's token mean, as opsd's

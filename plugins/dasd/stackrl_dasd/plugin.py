@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import generalized_jsd, student_and_teacher
+from stackrl.teacher import generalized_jsd, privileged, student_and_teacher
 from stackrl.tokensignals import entropy_and_topk_mass
 from stackrl_dasd.config import DasdConfig, check
 
@@ -42,8 +42,11 @@ class Dasd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
+        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        if rollout is None:
+            return None
         student, teacher = student_and_teacher(
-            ctx, ctx.rollout, self.config.teacher_template, teacher=self.config.teacher,
+            ctx, rollout, self.config.teacher_template, teacher=self.config.teacher,
             temperature=self.config.temperature, grad=ctx.training, where=f"{self.name}.teacher_template",
         )
         # The route is a decision, not something to train: the entropy carries no gradient. Computed a chunk of

@@ -40,7 +40,9 @@ class Expo(stackrl.Plugin):
         return [g for g in groups if not any(correct[g * group_size : (g + 1) * group_size])]
 
     def _explain(self, ctx, prompts, columns, correct, per_group):
-        groups = self.groups_to_explain(correct, ctx.group_size)
+        answers, size = columns.get(self.config.answer_column), ctx.group_size
+        # A group without an answer has none to explain toward: it stays GRPO's (a missing column is explain's error).
+        groups = [g for g in self.groups_to_explain(correct, size) if answers is None or answers[g * size] is not None]
         ctx.log("explained_groups", len(groups) / max(1, len(correct) // ctx.group_size))
         return explain(ctx, prompts, columns, groups, self.config, where=f"{self.name}.explanation_template",
                        per_group=per_group)

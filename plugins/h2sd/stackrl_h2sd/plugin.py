@@ -10,7 +10,7 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings, reverse_kl, score_student, score_teacher
+from stackrl.teacher import check_teacher_settings, privileged_rows, reverse_kl, score_student, score_teacher
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
 
 
@@ -93,7 +93,9 @@ class H2sd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        failed = (~self.correct(ctx.rollout, ctx.step)).nonzero().flatten().tolist()
+        # A row without an answer has no hint (and no correctness): it is not distilled.
+        correct = self.correct(ctx.rollout, ctx.step)
+        failed = [i for i in privileged_rows(ctx.rollout, self.config.hint_template) if not correct[i]]
         ctx.log("distilled_rows", len(failed) / max(1, len(ctx.rollout)))
         if not failed:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import generalized_jsd, student_and_teacher
+from stackrl.teacher import generalized_jsd, privileged_rows, student_and_teacher
 from stackrl_opsd.config import OpsdConfig, check
 
 
@@ -40,13 +40,15 @@ class Opsd(Plugin):
         return self.name if self.config.teacher == "ema" else self.config.teacher
 
     def rows_to_distill(self, rollout: Rollout, step: int) -> list[int]:
-        """Every row, or with ``correct_only`` the rows the outcome reward scores as correct."""
+        """Every row with the teacher's context (a row without an answer has none), or with ``correct_only``
+        those of them the outcome reward scores as correct."""
+        rows = privileged_rows(rollout, self.config.teacher_template)
         if not self.config.correct_only:
-            return list(range(len(rollout)))
+            return rows
         correct = rollout.passing(
             self.config.correct_reward, self.config.correct_threshold, key="opsd.correct_reward", step=step
         )
-        return correct.nonzero().flatten().tolist()
+        return [i for i in rows if correct[i]]
 
     @hookimpl
     def train_begin(self, ctx):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import forward_kl, position_weights, student_and_teacher
+from stackrl.teacher import forward_kl, position_weights, privileged, student_and_teacher
 from stackrl_pwopsd.config import PwOpsdConfig, check
 
 
@@ -36,6 +36,9 @@ class PwOpsd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
+        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        if rollout is None:
+            return None
         # The mean over the micro-batch's tokens, as opsd's: with mean-1 weights per completion, only where in a
         # completion the loss sits changes.
-        return weighted_divergence(ctx, ctx.rollout, self.config, grad=ctx.training).mean()
+        return weighted_divergence(ctx, rollout, self.config, grad=ctx.training).mean()

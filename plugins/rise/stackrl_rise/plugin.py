@@ -33,6 +33,8 @@ class Rise(Plugin):
         size = ctx.group_size
         answers = self._answers(ctx.rollout_columns)
         group_roles = assign_roles(len(prompts) // size, self.shares, key=f"{self.name}.verify_share")
+        # A group without an answer has no attempt to tell right from wrong: it solves, and rise leaves it unscored.
+        group_roles = [SOLVE if answers[g * size] is None else role for g, role in enumerate(group_roles)]
         attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
         rows = [
             judge_prompt(text_prompt(prompt, role=VERIFY), attempts[i // size]) if i // size in attempts else prompt
@@ -60,7 +62,7 @@ class Rise(Plugin):
         scores, agreed, verdicts = [], [], 0
         for text, answer, role, target in zip(rollout.completions, self._answers(rollout.columns), roles, targets):
             if role != VERIFY:
-                scores.append(solution_score(text, answer, self.config))
+                scores.append(None if answer is None else solution_score(text, answer, self.config))
                 continue
             verdict = parse_verdict(text)
             scores.append(critique_score(verdict, target, self.config))

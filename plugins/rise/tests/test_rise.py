@@ -2,12 +2,12 @@
 
 import pytest
 
-from stackrl import ConfigError
+from stackrl import ConfigError, RewardContext, Rollout
 from stackrl.roles import SOLVE, VERIFY
 from stackrl.tasks import judge_prompt, parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
-from stackrl_rise import RiseConfig, critique_score, solution_score
+from stackrl_rise import Rise, RiseConfig, critique_score, solution_score
 
 # Asymmetric values, so a swapped pair of them shows
 SCORES = RiseConfig(correct=1.0, wrong=-0.25, unanswered=-2.0, agree=0.75, disagree=-0.5, no_verdict=-3.0)
@@ -36,6 +36,18 @@ def test_solutions_score_right_wrong_or_unanswered(text, score):
 )
 def test_critiques_score_by_agreement_with_the_attempt(verdict, attempt_correct, score):
     assert critique_score(verdict, attempt_correct, SCORES) == score
+
+
+def test_a_solution_without_an_answer_goes_unscored():
+    """A row without an answer (a pool row added label-free, a self-supervised task) is no solution rise can judge:
+    it scores it None, not wrong, whichever plugin generated it."""
+    texts = ["The answer is 5.", "The answer is 6.", "The answer is 5.", "no answer"]
+    rollout = Rollout(prompts=["q"] * 4, completions=texts, prompt_ids=[[1]] * 4, completion_ids=[[2]] * 4,
+                      columns={"answer": ["5", "5", None, None]}, group_size=2)
+    plugin = Rise(SCORES)
+    plugin.name = "rise"
+    ctx = RewardContext(step=0, tokenizer=None, policy=None, _log=lambda *_: None, rollout=rollout)
+    assert plugin.reward(ctx) == [SCORES.correct, SCORES.wrong, None, None]
 
 
 def test_the_authors_defaults():

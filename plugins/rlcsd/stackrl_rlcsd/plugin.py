@@ -47,18 +47,24 @@ class Rlcsd(Plugin):
 
     Config = RlcsdConfig
 
+    def hints(self) -> tuple[SignalContext, SignalContext]:
+        """The correct and the wrong hint, as the contexts the tokens are scored under."""
+        return (SignalContext(f"{self.name}.positive_template", self.config.positive_template),
+                SignalContext(f"{self.name}.negative_template", self.config.negative_template))
+
     def contrast(self, ctx):
-        """``(c, mask)``: the contrast of every sampled token, and the mask of real tokens."""
-        signals = TokenSignals.of(ctx)
-        positive = SignalContext(f"{self.name}.positive_template", self.config.positive_template)
-        negative = SignalContext(f"{self.name}.negative_template", self.config.negative_template)
+        """``(c, mask)``: the contrast of every sampled token (0 on a row without the hints: one without an
+        answer), and the mask of real tokens."""
         options = dict(model=self.config.teacher, temperature=self.config.temperature)
-        return signals.contrast(positive, negative, **options), signals.mask
+        signals = TokenSignals.of(ctx)
+        return signals.contrast(*self.hints(), **options), signals.mask
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
         contrast, mask = self.contrast(ctx)
-        ctx.log("contrast_mean", (contrast.sum() / mask.sum()).item())
+        hinted = TokenSignals.of(ctx).covered(*self.hints())
+        if hinted.any():
+            ctx.log("contrast_mean", (contrast.sum() / hinted.sum()).item())
         if self.config.mode == "magnitude":
             return reallocate(advantages, magnitude_weights(contrast, advantages, mask, self.config.clip), mask)
         bonus = self.config.coefficient * contrast.clamp(-self.config.clip, self.config.clip)

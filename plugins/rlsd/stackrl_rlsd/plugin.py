@@ -43,7 +43,9 @@ class Rlsd(Plugin):
         teacher = SignalContext(f"{self.name}.teacher_template", self.config.teacher_template)
         gap = signals.gap(teacher, model=self.config.teacher, temperature=self.config.temperature)
         weights = magnitude_weights(gap, advantages, signals.mask, self.config.clip)
-        ctx.log("gap_mean", (gap.sum() / signals.mask.sum()).item())
+        covered = signals.covered(teacher)  # the rows with the teacher's context (a row without an answer has none)
+        if covered.any():
+            ctx.log("gap_mean", (gap.sum() / covered.sum()).item())
         if self.config.normalize:
             return reallocate(advantages, weights, signals.mask)
         return per_token(advantages, signals.mask) * weights

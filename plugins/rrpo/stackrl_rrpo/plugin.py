@@ -85,6 +85,8 @@ class Rrpo(Plugin):
         attempts = first_turns(prompts, group_roles, {RESET}, ctx, samples=self.config.attempts)
         failed = {}  # group -> the steps of its first failed attempt
         for group, tries in attempts.items():
+            if answers[group * size] is None:  # without an answer no attempt is known to fail: it solves afresh
+                continue
             text = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
             if text is not None:
                 failed[group] = split_steps(text)

@@ -34,6 +34,8 @@ class Rrr(Plugin):
         attempts = first_turns(prompts, [REFLECT] * groups, {REFLECT}, ctx, samples=self.config.attempts)
         failed = {}  # group -> its first failed attempt
         for group, tries in attempts.items():
+            if answers[group * size] is None:  # without an answer no attempt is known to fail: nothing to reflect on
+                continue
             text = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
             if text is not None:
                 failed[group] = text

@@ -73,7 +73,8 @@ class Sage(stackrl.Plugin):
         samples = ctx.generate(prompts)
         original = list(samples)
         rewards = self._rewards([s.text for s in samples], answers).view(-1, size)
-        unsolved = [g for g in range(len(rewards)) if not (rewards[g] > 0).any()]
+        # A group without an answer cannot be told unsolved: it gets no hint, and stays GRPO's.
+        unsolved = [g for g in range(len(rewards)) if answers[g * size] is not None and not (rewards[g] > 0).any()]
         ctx.log("unsolved_groups", len(unsolved) / len(rewards))
         hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in unsolved], ctx)
         hints = dict(zip(unsolved, hints))
@@ -112,10 +113,11 @@ class Sage(stackrl.Plugin):
             return
         visit, self._visit = self._visit, None
         rollout = ctx.rollout
-        accuracy = self._rewards(rollout.completions, self._column(rollout.columns, "answer_column"))
-        accuracy = accuracy.view(-1, rollout.group_size).mean(dim=1)
-        for (key, level), value in zip(visit, accuracy.tolist(), strict=True):
-            self.tracker.update(key, level, value)
+        answers = self._column(rollout.columns, "answer_column")
+        accuracy = self._rewards(rollout.completions, answers).view(-1, rollout.group_size).mean(dim=1)
+        for group, ((key, level), value) in enumerate(zip(visit, accuracy.tolist(), strict=True)):
+            if answers[group * rollout.group_size] is not None:  # without an answer, no accuracy to track
+                self.tracker.update(key, level, value)
         ctx.log("tracked_prompts", len(self.tracker))
 
     # -- checkpoints ------------------------------------------------------------------------------------------------

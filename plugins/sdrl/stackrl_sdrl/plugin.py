@@ -15,7 +15,8 @@ from stackrl.roles import RETRY, ROLE_COLUMN, SOLVE, assign_roles, first_turns, 
 from stackrl_sdrl.config import SdrlConfig
 from stackrl_sdrl.debate import debate_prompt, diverse_candidates
 
-CONTEXT_CORRECT = "context_correct"  # column: per debate row, the correctness of each candidate shown (None: solve)
+# column: per debate row, the correctness of each candidate shown (None: a solve row, or one without an answer)
+CONTEXT_CORRECT = "context_correct"
 CANDIDATE_ANSWERS = "candidate_answers"  # column: per debate row, the final answer of every candidate sampled
 
 
@@ -47,7 +48,8 @@ class Sdrl(Plugin):
             pooled[group] = [self.extract(t) for t in texts]
             chosen = [texts[i] for i in diverse_candidates(texts, config.context_size, self.extract, config.math_verify)]
             contexts[group] = debate_prompt(text_prompt(prompts[group * size], role=RETRY), chosen, config.candidate_template)
-            shown[group] = [bool(self.is_correct(t, answers[group * size])) for t in chosen]
+            answer = answers[group * size]  # none: the candidates' correctness is unknown
+            shown[group] = None if answer is None else [bool(self.is_correct(t, answer)) for t in chosen]
         generations = ctx.generate([contexts.get(i // size, prompt) for i, prompt in enumerate(prompts)])
         return Samples(
             completion_ids=[g.completion_ids for g in generations],
@@ -67,6 +69,8 @@ class Sdrl(Plugin):
         answers = self._answers(rollout.columns)
         helped, copy, alone = [], [], []
         for text, answer, shown, role in zip(rollout.completions, answers, rollout.columns[CONTEXT_CORRECT], rollout.columns[ROLE_COLUMN]):
+            if answer is None:  # a row without an answer is in no figure
+                continue
             right = bool(self.is_correct(text, answer))
             if role == SOLVE:
                 alone.append(right)

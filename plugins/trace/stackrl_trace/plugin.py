@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from stackrl import Plugin, PluginError, Rollout, hookimpl
-from stackrl.teacher import teacher_prompts
-from stackrl_trace.config import TraceConfig, check
+from stackrl.teacher import privileged_rows, teacher_prompts
+from stackrl_trace.config import TraceConfig, check, teacher_template
 from stackrl_trace.loss import kl_weight, scale_span_advantages, span_divergence, span_loss
 from stackrl_trace.spans import (
     DEFAULT_LABELS,
@@ -57,10 +57,14 @@ class Trace(Plugin):
 
     def find_spans(self, ctx) -> list[RowSpans | None]:
         """Each row's capped spans (``None`` for a row with none): key spans of correct rollouts, error spans of
-        incorrect ones, for the kinds the route uses."""
+        incorrect ones, for the kinds the route uses. A row without an answer (neither correct nor incorrect, and
+        without the teacher's context) gets none."""
         rollout = ctx.rollout
         kinds = [KEY if ok else ERROR for ok in self.correct_rows(rollout, ctx.step)]
-        rows = [i for i, kind in enumerate(kinds) if kind in ROUTED_KINDS[self.config.route]]
+        templates = [teacher_template(self.config)]
+        if self.config.spans == "annotator":
+            templates.append(self.config.annotator_template)
+        rows = [i for i in privileged_rows(rollout, *templates) if kinds[i] in ROUTED_KINDS[self.config.route]]
         bounds = [segments(rollout.completion_ids[i], lambda t: self._is_newline(ctx.tokenizer, t)) for i in rows]
         texts = [
             ctx.tokenizer.batch_decode([rollout.completion_ids[i][a:b] for a, b in rows_bounds], skip_special_tokens=True)
