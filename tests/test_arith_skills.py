@@ -37,13 +37,16 @@ def _readme_row(name: str) -> list[float]:
 
 
 def test_the_readme_states_the_recorded_figures():
-    judge, repair = SUMMARY["skills"]["judge"], SUMMARY["skills"]["repair"]
+    skills = SUMMARY["skills"]
     for name in [*CATEGORIES, "all"]:
-        judged = judge if name == "all" else judge["by_category"][name]
-        repaired = repair if name == "all" else repair["by_category"][name]
-        recorded = [SUMMARY["greedy"][name], SUMMARY["sampled"][name], judged["balanced_accuracy"],
-                    repaired["fix"], repaired["keep"]]
+        of = lambda figures: figures if name == "all" else figures["by_category"][name]  # noqa: E731
+        recorded = [SUMMARY["greedy"][name], SUMMARY["sampled"][name], of(skills["judge"])["balanced_accuracy"],
+                    of(skills["repair"])["fix"], of(skills["repair"])["keep"],
+                    of(skills["repair_after_own_check"])["fix"], of(skills["repair_after_true_check"])["fix"]]
         assert _readme_row(name) == [round(v, 2) for v in recorded], name
+    debate, pose = skills["debate"], skills["pose"]
+    for figure in (debate["given_a_right"], debate["copy_baseline"], pose["questions"], pose["in_category"]):
+        assert f"{figure:.2f}" in README
 
 
 def test_the_recorded_figures_are_where_the_methods_need_them():
@@ -57,12 +60,31 @@ def test_the_recorded_figures_are_where_the_methods_need_them():
 
 
 def test_the_retry_fixes_enough_of_its_own_wrong_attempts_for_retrying_methods():
-    assert 0.1 <= SUMMARY["skills"]["repair"]["fix"] <= 0.5
+    """Overall, and in the 1-digit categories, where the retrying methods' CPU recipes train (2-digit sums it
+    seldom fixes, as it seldom solves them)."""
+    repair = SUMMARY["skills"]["repair"]
+    assert 0.09 <= repair["fix"] <= 0.5
+    assert all(repair["by_category"][c]["fix"] >= 0.15 for c in CATEGORIES if c.endswith("1-digit"))
+
+
+def test_a_better_check_makes_a_better_retry_and_candidates_shown_help():
+    """Room for the critique-then-retry methods: a retry after a perfect check fixes more than after the model's
+    own check; and for self-debate: a right attempt among those shown helps the reply, short of copying it."""
+    skills = SUMMARY["skills"]
+    assert skills["repair_after_true_check"]["fix"] > skills["repair_after_own_check"]["fix"] + 0.03
+    debate = skills["debate"]
+    assert debate["given_none_right"] + 0.3 < debate["given_a_right"] < debate["copy_baseline"]
+
+
+def test_it_poses_new_problems_of_the_task():
+    pose = SUMMARY["skills"]["pose"]
+    assert pose["per_request"] >= 1 and pose["questions"] >= 0.5 and pose["new"] >= 0.9 and pose["distinct"] >= 0.9
+    assert sum(count > 0 for count in pose["by_category"].values()) >= 4  # not one kind of problem only
 
 
 @pytest.fixture(scope="module")
 def measured():
-    """The judge and repair figures on 10 held-out problems per category (a small sample of the README's 50)."""
+    """The skill figures on 10 held-out problems per category (a small sample of the README's 50)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -80,3 +102,5 @@ def test_a_small_held_out_sample_shows_the_skills(measured):
     judge, repair = measured["judge"], measured["repair"]
     assert 0.55 <= judge["balanced_accuracy"] <= 0.97 and judge["no_verdict"] <= 0.05
     assert repair["keep"] >= 0.4 and 0 < repair["fix"] <= 0.65
+    assert measured["debate"]["given_a_right"] > measured["debate"]["given_none_right"]
+    assert measured["pose"]["questions"] >= 0.3

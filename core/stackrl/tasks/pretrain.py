@@ -44,9 +44,10 @@ core/stackrl/assets/arith-skills/README.md for the model it makes): starting fro
 drawn with the weights of ``--skills-mix``: solving, reading a spoiled reference (so neither earlier skill fades),
 judging an attempt, retrying after one (:mod:`stackrl.tasks.roles`; "repair": attempts shown with one slip, half
 the time for a judge, three times in four for a retry; "redo": a retry after one of those sampled wrong attempts,
-the problem's solution the target), a judge reply cut before one of its marks with the mark as target, and the
-compare drill again. The loss
-is a mean over examples, so a one-word target weighs as much as a reply. The rate is constant after warmup, so
+the problem's solution the target), retrying after a wrong attempt and a perfect check of it ("recheck") or after
+two attempts, one wrong ("debate"), posing two new problems after a list of training questions ("pose", the
+request of :func:`stackrl.selfinstruct.request_text`), a judge reply cut before one of its marks with the mark as
+target, and the compare drill again. The loss is a mean over examples, so a one-word target weighs as much as a reply. The rate is constant after warmup, so
 the snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
 checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of the recipe (:func:`recipe_hash`),
 the hash of the starting weights, and the final figures (or, for a snapshot, its phase and step).
