@@ -86,3 +86,44 @@ def train_steps(config, steps: int | None = None, monitor=None, resume=None, **t
         trainer.args.max_steps = steps
     trainer.train(resume_from_checkpoint=resume)
     return trainer
+
+
+
+@dataclass
+class DrawnGroup:
+    step: int
+    row: int  # the pool row the group's prompt came from
+    prompt: Any
+    completions: list[str]
+    rewards: list[float]  # the plugin's
+
+    def reaching(self, answer: str) -> list[bool]:
+        """Whether each completion ends on the built-in task's answer line with ``answer``."""
+        return [completion.strip().endswith(f"The answer is {answer}.") for completion in self.completions]
+
+
+class DrawnGroups:
+    """Pass as ``monitor=`` to a run: at each of ``plugin``'s ``post_step`` calls, keeps each group of the batch
+    (:class:`DrawnGroup`), in order, in ``groups``."""
+
+    def __init__(self, plugin: str):
+        self.plugin = plugin
+        self.groups: list[DrawnGroup] = []
+
+    def __call__(self, hook: str, plugin: str, kwargs: dict, result: Any) -> None:
+        if hook == "post_step" and plugin == self.plugin:
+            ctx = kwargs["ctx"]
+            rollout, size = ctx.rollout, ctx.rollout.group_size
+            rewards = rollout.rewards[self.plugin].view(-1, size).tolist()
+            for g, row in enumerate(ctx.pool.last_batch):
+                span = slice(g * size, (g + 1) * size)
+                self.groups.append(DrawnGroup(ctx.step, row, rollout.prompts[g * size],
+                                              list(rollout.completions[span]), rewards[g]))
+
+    def first_groups(self, rows) -> dict[int, DrawnGroup]:
+        """The first group drawn of each of ``rows`` that was drawn."""
+        first = {}
+        for group in self.groups:
+            if group.row in rows:
+                first.setdefault(group.row, group)
+        return first

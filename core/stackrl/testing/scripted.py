@@ -1,7 +1,9 @@
 """Scripted problem writing, for plumbing tests of self-instruction (:mod:`stackrl.selfinstruct`) on a real run.
 
-The built-in models cannot write problems, so a test replaces only the call that writes them: the plugin's
-``instruct.generate``. Rollouts, rewards, judging, the pool and the trainer stay real.
+What a model writes varies with its weights; a test that counts what each rule rejects replaces only the call
+that writes the problems: the plugin's ``instruct.generate``. Rollouts, rewards, judging, the pool and the trainer
+stay real. (``stackrl/arith-skills`` writes the built-in task's questions itself: serl's and selfjudge's tests run
+their loops on it too.)
 """
 
 from __future__ import annotations

@@ -1,18 +1,24 @@
 """selfjudge: the conformance suite, what its defaults ask and read (the judge's general rules:
 tests/test_judges.py), its mechanism on the built-in judging model, stackrl/arith-skills: its verdicts on its own
-solutions rank right above wrong (stackrl.testing.judging.JudgingMechanism), and its practice-problem loop in a
-real run of that model, with the problem writing scripted (the rules of self-instruction:
-tests/test_selfinstruct.py)."""
+solutions rank right above wrong (stackrl.testing.judging.JudgingMechanism), and its practice-problem loop in
+real runs of that model, with the problem writing scripted (exact counts) and with the model writing them (the
+rules of self-instruction: tests/test_selfinstruct.py)."""
 
+from pathlib import Path
+
+import yaml
 from transformers import AutoTokenizer
 
 from stackrl.judges import Mode, parse_judgement
 from stackrl.run import build_trainer
 from stackrl.tasks import JUDGE_TEMPLATE, arith_tiny_path
+from stackrl.tasks.arithmetic import read_problem
+from stackrl.testing.fixtures import DrawnGroups
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout
 from stackrl.testing.judging import JudgingMechanism
 from stackrl.testing.scripted import script_problems
+from stackrl.testing.tiny import tiny_config
 from stackrl_selfjudge import SelfJudge
 
 
@@ -38,22 +44,9 @@ def test_it_asks_for_a_check_of_its_own_solution_and_reads_the_verdict_line():
     assert read("Each step holds, so it is correct.") is None  # no verdict line: malformed, not 0
 
 
-# -- the practice-problem loop, its writing scripted (the built-in models cannot write problems) ----------------------
+# -- the practice-problem loop, its writing scripted (exact counts) ---------------------------------------------------
 
 PRACTICE = [" What is 2 + 3 + 4?\n3. What is (5 + 6) * 2?\n4. Plot the points 1 and 2.\n"]
-
-
-class Batches:
-    """Each selfjudge post_step: the step, the batch's row ids (one per group), prompts and selfjudge rewards."""
-
-    def __init__(self):
-        self.steps = []
-
-    def __call__(self, hook, plugin, kwargs, result):
-        if hook == "post_step" and plugin == "selfjudge":
-            ctx = kwargs["ctx"]
-            self.steps.append((ctx.step, ctx.pool.last_batch, list(ctx.rollout.prompts),
-                               ctx.rollout.rewards["selfjudge"].tolist()))
 
 
 def test_practice_problems_join_the_pool_label_free_and_are_solved_and_judged(make_config):
@@ -65,8 +58,8 @@ def test_practice_problems_join_the_pool_label_free_and_are_solved_and_judged(ma
         trainer={"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 40, "max_steps": 3},
         selfjudge={"judge_template": JUDGE_TEMPLATE, "max_new_tokens": 96, "self_instruct": {"every_steps": 1}},
     )
-    batches = Batches()
-    run = build_trainer(config, monitor=batches)
+    drawn = DrawnGroups("selfjudge")
+    run = build_trainer(config, monitor=drawn)
     writer = script_problems(run, "selfjudge", {1: PRACTICE})
     run.train()
     plugin = run.plugins.plugins["selfjudge"]
@@ -83,12 +76,49 @@ def test_practice_problems_join_the_pool_label_free_and_are_solved_and_judged(ma
         listed = [line.split(". ", 1)[1] for line in request.splitlines()[2:-1]]
         assert set(plugin.instruct.written.values()) <= set(listed) and len(listed) == 4
     # Steps 2 and 3 draw a cycle of the four rows: each written problem is solved by a group and judged.
-    judged = {}
-    for step, rows, prompts, rewards in batches.steps[1:]:
-        for group, row in enumerate(rows):
-            if row in plugin.instruct.written:
-                assert set(prompts[group * 4 : group * 4 + 4]) == {plugin.instruct.written[row]}
-                judged[row] = rewards[group * 4 : group * 4 + 4]
-    assert set(judged) == {2, 3}
-    verdicts = [r for rewards in judged.values() for r in rewards if r == r]  # NaN: a malformed judgement
+    judged = [group for group in drawn.groups if group.step > 1 and group.row in plugin.instruct.written]
+    assert {group.row for group in judged} == {2, 3}
+    assert all(group.prompt == plugin.instruct.written[group.row] for group in judged)
+    verdicts = [r for group in judged for r in group.rewards if r == r]  # NaN: a malformed judgement
     assert verdicts and set(verdicts) <= {0.0, 1.0}
+
+
+# -- the practice-problem loop with the problems the model writes (stackrl/arith-skills poses the task's questions) --
+
+PRACTICE_RECIPE = Path(__file__).parents[3] / "configs" / "recipes" / "selfjudge-practice-cpu.yaml"
+
+
+def test_the_model_writes_practice_problems_then_solves_and_judges_them(tmp_path):
+    recipe = yaml.safe_load(PRACTICE_RECIPE.read_text())
+    config = tiny_config(
+        "stackrl/arith-skills", ["selfjudge"], tmp_dir=tmp_path, data={**recipe["data"], "size": 4},
+        rewards=recipe["rewards"],
+        selfjudge={**recipe["selfjudge"], "self_instruct": {**recipe["selfjudge"]["self_instruct"], "every_steps": 1}},
+        trainer={"per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 64, "max_steps": 3,
+                 "temperature": 1.0, "learning_rate": 1e-5, "seed": 0},
+        output_dir=str(tmp_path / "run"),
+    )
+    drawn = DrawnGroups("selfjudge")
+    run = build_trainer(config, monitor=drawn)
+    run.train()
+    written = run.plugins.plugins["selfjudge"].instruct.written
+    seeds = {run.pool.row(i)["question"].strip() for i in range(4)}
+    assert len(written) >= 6 and not seeds & set(written.values())
+    assert all(run.pool.stats(row).label_free for row in written)
+    questions = {row: read_problem(problem) for row, problem in written.items()}
+    assert sum(q is not None for q in questions.values()) > len(written) / 2, written  # most: the task's questions
+    # Drawn among the dataset's rows, each is solved by a group prompted with it and judged.
+    practice = [group for group in drawn.groups if group.row in written]
+    assert len(practice) >= 3
+    assert all(group.prompt == run.pool.row(group.row)["prompt"] for group in practice)
+    verdicts = [r for group in practice for r in group.rewards if r == r]  # NaN: a malformed judgement
+    assert len(verdicts) >= 0.8 * 4 * len(practice) and set(verdicts) == {0.0, 1.0}
+    # It solves some of its own questions (their answers read from the question), and its verdicts on those
+    # solutions call the right ones correct more often than the wrong ones.
+    judged = {True: [], False: []}
+    for group in practice:
+        if questions[group.row] is not None:
+            for right, verdict in zip(group.reaching(questions[group.row]["answer"]), group.rewards):
+                judged[right] += [verdict] if verdict == verdict else []
+    assert judged[True] and judged[False], judged
+    assert sum(judged[True]) / len(judged[True]) > sum(judged[False]) / len(judged[False]) + 0.3, judged

@@ -1,7 +1,8 @@
-"""SeRL's self-instruction in real label-free runs of the built-in model, with the problem writing scripted (the
-tiny model cannot write problems): what the rules reject is counted, the problems kept reach the pool, are drawn
-in place of the dataset's, and stay only if their first group's agreement lies in the band; a resumed run
-continues exactly, and two processes add the same rows. The rules themselves: tests/test_selfinstruct.py."""
+"""SeRL's self-instruction in real label-free runs of the built-in model, with the problem writing scripted (for
+exact counts; the model writing them: test_serl_posing.py): what the rules reject is counted, the problems kept
+reach the pool, are drawn in place of the dataset's, and stay only if their first group's agreement lies in the
+band; a resumed run continues exactly, and two processes add the same rows. The rules themselves:
+tests/test_selfinstruct.py."""
 
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ import torch
 
 from stackrl.pool import ADDED_FILE
 from stackrl.run import build_trainer
-from stackrl.testing.fixtures import StopAt
+from stackrl.testing.fixtures import DrawnGroups, StopAt
 from stackrl.testing.repository import load_script
 from stackrl.testing.scripted import script_problems
 from stackrl.testing.tiny import tiny_config
@@ -46,19 +47,6 @@ def sections(output_dir, **trainer):
 SCRIPT = {1: WRITTEN, **LATER}
 
 
-class PostSteps:
-    """Each serl post_step: the step, the rows of the batch's groups and each group's mean serl reward."""
-
-    def __init__(self):
-        self.steps = []
-
-    def __call__(self, hook, plugin, kwargs, result):
-        if hook == "post_step" and plugin == "serl":
-            ctx = kwargs["ctx"]
-            agreement = ctx.rollout.rewards["serl"].view(-1, ctx.rollout.group_size).mean(1).tolist()
-            self.steps.append((ctx.step, ctx.pool.last_batch, agreement))
-
-
 def train(folder, callbacks=(), resume=None, monitor=None, **trainer):
     config = tiny_config("unused", ["serl"], tmp_dir=Path(folder) / "config", **sections(folder, **trainer))
     run = build_trainer(config, monitor=monitor, callbacks=list(callbacks))
@@ -70,7 +58,7 @@ def train(folder, callbacks=(), resume=None, monitor=None, **trainer):
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
     folder = tmp_path_factory.mktemp("serl-straight")
-    monitor = PostSteps()
+    monitor = DrawnGroups("serl")
     run, writer = train(folder, monitor=monitor, save_strategy="steps", save_steps=2)
     return run, writer, monitor, folder
 
@@ -90,21 +78,16 @@ def test_kept_problems_reach_the_pool_and_are_drawn_in_place_of_the_dataset(stra
     ]
     assert [r["row"] for r in written[: len(ADDED)]] == [{"question": q, "prompt": q} for q in ADDED]
     # From step 2 on, the dataset's rows weigh 0: every batch is written problems.
-    drawn = {step: rows for step, rows, _ in monitor.steps}
-    assert all(row < SEEDS for row in drawn[1])
-    assert all(row >= SEEDS for step in (2, 3, 4) for row in drawn[step])
+    assert all(group.row < SEEDS for group in monitor.groups if group.step == 1)
+    assert all(group.row >= SEEDS for group in monitor.groups if group.step > 1)
     assert all(run.pool.stats(row).weight == 0.0 for row in range(SEEDS))
 
 
 def test_a_written_problem_stays_only_if_its_first_group_agrees_within_the_band(straight):
     run, writer, monitor, folder = straight
     serl = run.plugins.plugins["serl"]
-    first = {}
-    for step, rows, agreement in monitor.steps:
-        for row, share in zip(rows, agreement):
-            if row in serl.instruct.written:
-                first.setdefault(row, share)
-    judged = [row for row in first if row in serl.instruct.written]
+    first = {row: sum(g.rewards) / len(g.rewards) for row, g in monitor.first_groups(serl.instruct.written).items()}
+    judged = list(first)
     inside = {row for row in judged if 0.2 <= first[row] <= 0.8}
     assert inside and set(judged) - inside, f"this seed gives problems inside and outside the band: {first}"
     assert {row for row in judged if not run.pool.stats(row).retired} == inside
@@ -121,9 +104,9 @@ def test_a_resumed_run_writes_filters_and_draws_what_an_uninterrupted_one_does(s
     run, writer, monitor, folder = straight
     first, _ = train(tmp_path, callbacks=[StopAt(2)], save_strategy="steps", save_steps=2)
     assert first.state.global_step == 2
-    resumed_monitor = PostSteps()
+    resumed_monitor = DrawnGroups("serl")
     resumed, resumed_writer = train(tmp_path, resume=True, monitor=resumed_monitor, save_strategy="steps", save_steps=2)
-    assert resumed_monitor.steps == [entry for entry in monitor.steps if entry[0] > 2]
+    assert resumed_monitor.groups == [group for group in monitor.groups if group.step > 2]
     assert resumed_writer.requests[3] == writer.requests[3]  # the same examples drawn in the same order
     assert (tmp_path / ADDED_FILE).read_text() == (folder / ADDED_FILE).read_text()
     want, got = run.pool.state_dict(), resumed.pool.state_dict()
