@@ -103,6 +103,13 @@ def rule_rejection(problem: str, settings: SelfInstructSettings) -> str | None:
     return None
 
 
+def _common_ending(texts: list[str]) -> str:
+    """The trailing whitespace every one of ``texts`` ends with."""
+    endings = [text[len(text.rstrip()):] for text in texts]
+    shortest = min(endings, key=len)
+    return shortest if all(ending.endswith(shortest) for ending in endings) else ""
+
+
 class SimilarityIndex:
     """The problems a new one must not repeat: ``closest(problem)`` is the highest ROUGE-L against any of them."""
 
@@ -214,7 +221,11 @@ class SelfInstruct:
         texts = [g.text for g in self.generate(ctx, prompts, **settings.sampling)]
         problems = [p for text in texts for p in parse_problems(text, continued=not ctx.pool.chat)]
         kept, rejected = review(problems, SimilarityIndex([*seeds, *self.written.values()]), settings)
-        ids = ctx.pool.add_rows([ctx.pool.format_row({settings.problem_column: p}) for p in kept]) if kept else []
+        # A written problem ends as the seeds do: the built-in task's questions end in a newline, and after a
+        # question without it the model solves almost none.
+        ending = _common_ending(seeds)
+        rows = [ctx.pool.format_row({settings.problem_column: p + ending}) for p in kept]
+        ids = ctx.pool.add_rows(rows) if kept else []
         self.written.update(zip(ids, kept))
         ctx.log("instruct/written", len(problems))
         ctx.log("instruct/added", len(kept))

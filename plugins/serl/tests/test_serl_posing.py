@@ -41,7 +41,8 @@ def test_the_problems_the_model_writes_join_the_pool_and_replace_the_dataset(pos
     written = run.plugins.plugins["serl"].instruct.written
     added = [json.loads(line) for line in (folder / ADDED_FILE).read_text().splitlines()]
     assert len(added) >= 12 and {(r["plugin"], r["label_free"]) for r in added} == {("serl", True)}
-    assert {r["id"]: r["row"]["question"] for r in added} == written
+    # stored as the seed questions end, with their newline
+    assert {r["id"]: r["row"]["question"] for r in added} == {i: problem + "\n" for i, problem in written.items()}
     seeds = {run.pool.row(i)["question"].strip() for i in range(SEEDS)}
     assert not seeds & set(written.values()) and len(set(written.values())) == len(written)
     questions = {row: read_problem(problem) for row, problem in written.items()}

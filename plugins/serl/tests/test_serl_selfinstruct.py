@@ -76,7 +76,8 @@ def test_kept_problems_reach_the_pool_and_are_drawn_in_place_of_the_dataset(stra
     assert [(r["id"], r["step"], r["plugin"], r["label_free"]) for r in written[: len(ADDED)]] == [
         (i, 1, "serl", True) for i in ids
     ]
-    assert [r["row"] for r in written[: len(ADDED)]] == [{"question": q, "prompt": q} for q in ADDED]
+    # stored ending as the seed questions do, in a newline
+    assert [r["row"] for r in written[: len(ADDED)]] == [{"question": q + "\n", "prompt": q + "\n"} for q in ADDED]
     # From step 2 on, the dataset's rows weigh 0: every batch is written problems.
     assert all(group.row < SEEDS for group in monitor.groups if group.step == 1)
     assert all(group.row >= SEEDS for group in monitor.groups if group.step > 1)
@@ -128,7 +129,7 @@ def test_two_processes_add_and_retire_the_same_rows(tmp_path):
     ranks = worker.reports(tmp_path, "serl")
     assert ranks[0]["world_size"] == 2 and ranks[0]["global_step"] == 2
     assert ranks[0]["pool"] == ranks[1]["pool"]
-    assert [r["row"]["question"] for r in ranks[0]["pool"]["added"]] == ADDED
+    assert [r["row"]["question"] for r in ranks[0]["pool"]["added"]] == [q + "\n" for q in ADDED]
     written = [json.loads(line) for line in (tmp_path / "serl" / "run" / ADDED_FILE).read_text().splitlines()]
     assert written == ranks[0]["pool"]["added"]
     assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
