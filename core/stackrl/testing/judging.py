@@ -4,7 +4,9 @@ and the benchmarks of the plugins whose policy judges measure.
 - :func:`groups_split` and :func:`advantage_figures`: what a batch gives GRPO to learn from, and where GRPO's
   advantages go;
 - :func:`verify_signal`: the same for the verify groups of a self-verification rollout (stackrl-rise,
-  stackrl-selfverify), whose rows judge an attempt shown in the prompt.
+  stackrl-selfverify), whose rows judge an attempt shown in the prompt;
+- :func:`finds_the_slip`: whether a check of a wrong attempt stops where a perfect judge does, the line a retry
+  after the check can carry on from (stackrl-rrr).
 
 The plugins on the judges block (:mod:`stackrl.judges`: selfjudge, sirlc, ssr) judge their own solutions:
 
@@ -27,6 +29,7 @@ from stackrl.context import Rollout
 from stackrl.rewards import exact_match
 from stackrl.roles import ROLE_COLUMN, VERIFY
 from stackrl.tasks import parse_verdict
+from stackrl.tasks.roles import VERDICT_PREFIX, WRONG, judge_reply
 from stackrl.truth import auroc
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
@@ -59,6 +62,18 @@ def verify_signal(rollout: Rollout, reward: str, *, target_column: str = "attemp
         "groups_split": groups_split(rollout.rewards[reward][verifying], rollout.group_size),
         **advantage_figures(rollout.advantages[verifying], right, reached & ~right),
     }
+
+
+def finds_the_slip(check: str, attempt: str) -> bool:
+    """Whether ``check`` (a judge reply) has the line a perfect judge stops at on the wrong ``attempt``: its first
+    wrong step worked out right beside the attempt's value (``30 * 6 = 180 | 190 no``), the value a retry after the
+    check can carry on from. False where a perfect judge finds no wrong line (an attempt right by its own steps)
+    and for an attempt not in the task's form, which no perfect check exists for."""
+    try:
+        perfect = judge_reply(attempt).split("\n")
+    except ValueError:
+        return False
+    return perfect[-1] == VERDICT_PREFIX + WRONG and perfect[-2] in check.split("\n")
 
 
 @dataclass

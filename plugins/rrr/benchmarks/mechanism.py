@@ -7,8 +7,9 @@ attempt, that reach the right answer.
 
 ``--probe`` measures instead what the untrained model offers RL: on held-out problems of the recipe's categories,
 its sampled first attempts, and for each failed one ``--reflections`` reflections with their retries (the plugin's
-templates), the share of retries that are right and of attempts whose retries split; beside it the plain retry
-prompt's success on the same attempts (``stackrl.tasks.retry_prompt``, no reflection).
+templates), the share of retries that are right and of attempts whose retries split, the share of reflections that
+find the slip (``stackrl.testing.judging.finds_the_slip``) and the retry success after those and after the others;
+beside it the plain retry prompt's success on the same attempts (``stackrl.tasks.retry_prompt``, no reflection).
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/rrr/benchmarks/mechanism.py --seeds 0 1 2 --steps 20
     OMP_NUM_THREADS=1 .venv/bin/python plugins/rrr/benchmarks/mechanism.py --probe data.options.categories='["2 steps, 1-digit","3 steps, 1-digit","4 steps, 1-digit"]'
@@ -16,6 +17,7 @@ prompt's success on the same attempts (``stackrl.tasks.retry_prompt``, no reflec
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 
@@ -48,6 +50,11 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
     return {"late": sum(late) / len(late), "all": sum(values) / len(values)}
 
 
+def share(values: list) -> float:
+    """The share of true values, NaN where there are none."""
+    return sum(values) / len(values) if values else math.nan
+
+
 def probe(problems: int, reflections: int, overrides=()) -> dict:
     """Retry success on the untrained model's own failed first attempts, after its reflection and without one."""
     from stackrl.data import load_prompts
@@ -55,6 +62,7 @@ def probe(problems: int, reflections: int, overrides=()) -> dict:
     from stackrl.run import build_trainer
     from stackrl.tasks import retry_prompt
     from stackrl.tasks.pretrain import generate
+    from stackrl.testing.judging import finds_the_slip
 
     with tempfile.TemporaryDirectory() as tmp:
         config = load("untrained", 0, 0, Path(tmp), overrides)
@@ -73,9 +81,13 @@ def probe(problems: int, reflections: int, overrides=()) -> dict:
     plain = generate(model, tokenizer, [retry_prompt(q, t) for q, t, _ in shown], greedy=False, seed=2, max_new_tokens=length)
     right = [exact_match(r, a) == 1.0 for r, (_, _, a) in zip(retries, shown)]
     split = [0 < sum(right[i : i + reflections]) < reflections for i in range(0, len(right), reflections)]
+    found = [finds_the_slip(note, t) for note, (_, t, _) in zip(notes, shown)]
+    after = lambda value: share([r for r, f in zip(right, found) if f == value])  # noqa: E731
     return {
         "problems": len(questions), "failed": len(failed), "retries": len(right),
         "retry_success": sum(right) / len(right), "attempts_split": sum(split) / len(split),
+        "slip_found": sum(found) / len(found),
+        "after_found": after(True), "after_missed": after(False),
         "plain_retry_success": sum(exact_match(r, a) for r, (_, _, a) in zip(plain, shown)) / len(shown),
     }
 
