@@ -78,7 +78,7 @@ def test_practice_problems_join_the_pool_label_free_and_are_solved_and_judged(ma
     # Steps 2 and 3 draw a cycle of the four rows: each written problem is solved by a group and judged.
     judged = [group for group in drawn.groups if group.step > 1 and group.row in plugin.instruct.written]
     assert {group.row for group in judged} == {2, 3}
-    assert all(group.prompt == plugin.instruct.written[group.row] for group in judged)
+    assert all(group.prompt == plugin.instruct.written[group.row] + "\n" for group in judged)  # as the seeds end
     verdicts = [r for group in judged for r in group.rewards if r == r]  # NaN: a malformed judgement
     assert verdicts and set(verdicts) <= {0.0, 1.0}
 

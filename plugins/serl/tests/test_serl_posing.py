@@ -25,7 +25,9 @@ def posed(tmp_path_factory):
     recipe = yaml.safe_load(RECIPE.read_text())
     config = tiny_config(
         "stackrl/arith-skills", ["serl"], tmp_dir=folder / "config",
-        data={**recipe["data"], "size": SEEDS, "options": {}}, rewards=recipe["rewards"], serl=recipe["serl"],
+        data={**recipe["data"], "size": SEEDS, "options": {}}, rewards=recipe["rewards"],
+        # Groups of 4 agree in shares of 0.25, 0.5, 0.75 or 1; a band around 0.5 keeps some and retires others.
+        serl={**recipe["serl"], "min_mean_reward": 0.3, "max_mean_reward": 0.7},
         trainer={"per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 64,
                  "max_steps": 4, "temperature": 1.0, "learning_rate": 1e-5, "seed": 0},
         output_dir=str(folder),
@@ -64,7 +66,7 @@ def test_a_written_problem_stays_exactly_when_its_first_group_agrees_within_the_
     serl = run.plugins.plugins["serl"]
     first = drawn.first_groups(serl.instruct.written)
     agreement = {row: sum(group.rewards) / len(group.rewards) for row, group in first.items()}
-    inside = {row for row, share in agreement.items() if 0.2 <= share <= 0.8}
+    inside = {row for row, share in agreement.items() if 0.3 <= share <= 0.7}
     assert inside and set(first) - inside, f"this seed gives written problems inside and outside the band: {agreement}"
     assert {row for row in first if not run.pool.stats(row).retired} == inside
     assert set(serl.instruct.examples) == inside
