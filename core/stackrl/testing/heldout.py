@@ -84,11 +84,12 @@ def heldout_rollout(trainer, size: int, seed: int, group_size: int = 4, temperat
     )
 
 
-def advantage_context(trainer, rollout: Rollout, plugin: str = "") -> AdvantageContext:
-    """What the advantage stage hands a plugin for ``rollout`` (what it logs is dropped)."""
+def advantage_context(trainer, rollout: Rollout, plugin: str = "", reward: str = "exact_match") -> AdvantageContext:
+    """What the advantage stage hands a plugin for ``rollout``, its total reward the component ``reward`` (what it
+    logs is dropped)."""
     return AdvantageContext(
         step=0, tokenizer=trainer.processing_class, policy=trainer._shared_policy, _log=lambda *_: None,
-        _plugin=plugin, rollout=rollout, total_reward=rollout.rewards["exact_match"],
+        _plugin=plugin, rollout=rollout, total_reward=rollout.rewards[reward],
     )
 
 

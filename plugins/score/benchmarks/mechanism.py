@@ -34,9 +34,10 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides) -> dict:
     from stackrl.run import build_trainer
     from stackrl.testing.heldout import recipe_config
 
-    grpo = ["rewards.exact_match=1.0"] if method == "grpo" else []
+    if method == "grpo":  # the plugin's settings (score.stage_two_step=...) belong to the SCoRe runs alone
+        overrides = [*(o for o in overrides if not o.startswith("score.")), "rewards.exact_match=1.0"]
     config = recipe_config(RECIPE, plugins=method == "score", seed=seed, steps=steps,
-                           output_dir=folder / f"{method}-{seed}", overrides=[*overrides, *grpo])  # fmt: skip
+                           output_dir=folder / f"{method}-{seed}", overrides=overrides)  # fmt: skip
     trainer = build_trainer(config)
     if steps:
         trainer.train()
