@@ -12,8 +12,7 @@ from tqdm.auto import tqdm
 from stackrl.config import EvalSection, LoadedConfig
 from stackrl.data import load_prompts
 from stackrl.rewards import OUTCOME_REWARDS, extract_answer
-from stackrl.selfinstruct import request_text
-from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, parse_verdict
+from stackrl.tasks.roles import judge_prompt, parse_verdict
 
 
 def _prompt_texts(tokenizer, prompts: list) -> list[str]:
@@ -156,34 +155,32 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
     was_training = model.training
     model.eval()
     try:
+        def reply(texts: list[str], seed: int = section.seed) -> list[str]:
+            return [completions[0] for completions in generate(texts, 1, seed)]
+
+        def right(texts: list[str]) -> list[float]:
+            return [check(t, answer) for t, answer in zip(texts, answers)]
+
         if section.skill == "judge":
-            replies = generate(skills.judge_prompts(prompts, list(dataset["solution"]), section.seed), 1)
-            return {"skill": "judge", **skills.judge_figures([r[0] for r in replies], categories)}
-        if section.skill == "repair":
-            attempts = [texts[0] for texts in generate(prompts, 1)]
+            replies = reply(skills.judge_prompts(prompts, list(dataset["solution"]), section.seed))
+            return {"skill": "judge", **skills.judge_figures(replies, categories)}
+        if section.skill in ("repair", "recheck"):
+            attempts = reply(prompts)
+            if section.skill == "repair":
+                retried = skills.repair_prompts(prompts, attempts)
+            else:
+                checks = reply([judge_prompt(p, a) for p, a in zip(prompts, attempts)])
+                retried = skills.recheck_prompts(prompts, attempts, checks)
             # Seeded apart from the first attempts: the same draws would favour repeating them.
-            retries = [texts[0] for texts in generate(skills.repair_prompts(prompts, attempts), 1, section.seed + 1)]
-            first = [check(t, answer) for t, answer in zip(attempts, answers)]
-            second = [check(t, answer) for t, answer in zip(retries, answers)]
-            return {"skill": "repair", **skills.repair_figures(first, second, categories)}
-        if section.skill == "recheck":
-            attempts = [texts[0] for texts in generate(prompts, 1)]
-            checks = [texts[0] for texts in generate([judge_prompt(p, a) for p, a in zip(prompts, attempts)], 1)]
-            retried = [checked_retry_prompt(p, a, c) for p, a, c in zip(prompts, attempts, checks)]
-            retries = [texts[0] for texts in generate(retried, 1, section.seed + 1)]
-            first = [check(t, answer) for t, answer in zip(attempts, answers)]
-            second = [check(t, answer) for t, answer in zip(retries, answers)]
-            return {"skill": "recheck", **skills.repair_figures(first, second, categories)}
+            retries = reply(retried, section.seed + 1)
+            return {"skill": section.skill, **skills.repair_figures(right(attempts), right(retries), categories)}
         if section.skill == "debate":
-            attempts = [texts[0] for texts in generate(prompts, 1)]
-            others = [texts[0] for texts in generate(prompts, 1, section.seed + 2)]
-            replies = [texts[0] for texts in generate(skills.debate_prompts(prompts, attempts, others), 1, section.seed + 3)]
-            right = lambda texts: [check(t, answer) for t, answer in zip(texts, answers)]  # noqa: E731
+            attempts, others = reply(prompts), reply(prompts, section.seed + 2)
+            replies = reply(skills.debate_prompts(prompts, attempts, others), section.seed + 3)
             return {"skill": "debate", **skills.debate_figures(right(attempts), right(others), right(replies))}
         if section.skill == "pose":
-            shown = [prompts[i : i + 4] for i in range(0, len(prompts), 4)]
-            replies = [texts[0] for texts in generate([request_text(examples) for examples in shown], 1)]
-            return {"skill": "pose", **skills.pose_figures(replies, [[p.strip() for p in ex] for ex in shown])}
+            requests, shown = skills.pose_requests(prompts)
+            return {"skill": "pose", **skills.pose_figures(reply(requests), shown)}
         k = section.samples
         completions = generate(prompts, k)
         verdicts = None

@@ -154,36 +154,36 @@ def evaluate_skills(model, tokenizer, dataset, *, seed: int = 0) -> dict[str, di
     sampled at temperature 1 (as ``stackrl eval`` measures judging and repairing with ``eval.temperature`` 0 and
     1). Problems are posed in reply to requests listing 4 of the dataset's questions each."""
     from stackrl.rewards import exact_match
-    from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, judge_reply
+    from stackrl.tasks.roles import judge_prompt, judge_reply
     from stackrl.tasks.skills import (
-        debate_figures, debate_prompts, judge_figures, judge_prompts, pose_figures, repair_figures, repair_prompts,
+        debate_figures, debate_prompts, judge_figures, judge_prompts, pose_figures, pose_requests, recheck_prompts,
+        repair_figures, repair_prompts,
     )
-    from stackrl.selfinstruct import request_text
 
     questions, solutions, answers, categories = (
         list(dataset[c]) for c in ("question", "solution", "answer", "category")
     )
-    sample = lambda prompts, offset, **kw: generate(model, tokenizer, prompts, greedy=False, seed=seed + offset, **kw)  # noqa: E731
+    sample = lambda prompts, offset: generate(model, tokenizer, prompts, greedy=False, seed=seed + offset)  # noqa: E731
     right = lambda texts: [exact_match(t, a) for t, a in zip(texts, answers)]  # noqa: E731
     replies = generate(model, tokenizer, judge_prompts(questions, solutions, seed), max_new_tokens=128)
     attempts = sample(questions, 0)
     first = right(attempts)
     second = right(sample(repair_prompts(questions, attempts), 1))
     checks = generate(model, tokenizer, [judge_prompt(q, a) for q, a in zip(questions, attempts)], max_new_tokens=128)
-    own_checked = right(sample([checked_retry_prompt(q, a, c) for q, a, c in zip(questions, attempts, checks)], 1))
+    own_checked = right(sample(recheck_prompts(questions, attempts, checks), 1))
     true_checks = [judge_reply(a) if _well_formed(a) else c for a, c in zip(attempts, checks)]
-    true_checked = right(sample([checked_retry_prompt(q, a, c) for q, a, c in zip(questions, attempts, true_checks)], 1))
+    true_checked = right(sample(recheck_prompts(questions, attempts, true_checks), 1))
     others = sample(questions, 2)
     debated = right(sample(debate_prompts(questions, attempts, others), 3))
-    shown = [questions[i : i + 4] for i in range(0, len(questions), 4)]
-    posed = sample([request_text(examples) for examples in shown], 4)
+    requests, shown = pose_requests(questions)
+    posed = sample(requests, 4)
     return {
         "judge": judge_figures(replies, categories),
         "repair": repair_figures(first, second, categories),
         "repair_after_own_check": repair_figures(first, own_checked, categories),
         "repair_after_true_check": repair_figures(first, true_checked, categories),
         "debate": debate_figures(first, right(others), debated),
-        "pose": pose_figures(posed, [[q.strip() for q in examples] for examples in shown]),
+        "pose": pose_figures(posed, shown),
     }
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 
-from stackrl.tasks.roles import judge_prompt, parse_verdict, retry_prompt, slip
+from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, parse_verdict, retry_prompt, slip
 
 __all__ = [
     "SKILLS",
@@ -30,6 +30,8 @@ __all__ = [
     "judge_figures",
     "judge_prompts",
     "pose_figures",
+    "pose_requests",
+    "recheck_prompts",
     "repair_figures",
     "repair_prompts",
 ]
@@ -97,6 +99,11 @@ def repair_figures(first: list[float], second: list[float], categories: list[str
     return result
 
 
+def recheck_prompts(prompts: list[str], attempts: list[str], checks: list[str]) -> list[str]:
+    """The retry prompt after each first attempt and its check."""
+    return [checked_retry_prompt(p, a, c) for p, a, c in zip(prompts, attempts, checks)]
+
+
 def debate_prompts(prompts: list[str], first: list[str], second: list[str]) -> list[str]:
     """The retry prompt after two attempts at each problem, ``first`` then ``second``."""
     return [retry_prompt(retry_prompt(p, a), b) for p, a, b in zip(prompts, first, second)]
@@ -113,6 +120,18 @@ def debate_figures(first: list[float], second: list[float], reply: list[float]) 
         "with_a_right": len(shown_right),
         "with_none_right": len(none_right),
     }
+
+
+POSE_EXAMPLES = 4  # questions a pose request lists
+
+
+def pose_requests(questions: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Requests to pose problems, each listing the next :data:`POSE_EXAMPLES` of ``questions``, and the questions
+    each shows (stripped, as :func:`pose_figures` compares them)."""
+    from stackrl.selfinstruct import request_text
+
+    shown = [[q.strip() for q in questions[i : i + POSE_EXAMPLES]] for i in range(0, len(questions), POSE_EXAMPLES)]
+    return [request_text(examples) for examples in shown], shown
 
 
 def pose_figures(replies: list[str], shown: list[list[str]]) -> dict:
