@@ -4,7 +4,8 @@ and the benchmarks of the plugins whose policy judges measure.
 - :func:`groups_split` and :func:`advantage_figures`: what a batch gives GRPO to learn from, and where GRPO's
   advantages go;
 - :func:`verify_signal`: the same for the verify groups of a self-verification rollout (stackrl-rise,
-  stackrl-selfverify), whose rows judge an attempt shown in the prompt;
+  stackrl-selfverify), whose rows judge an attempt shown in the prompt, and :class:`VerifyMechanism`, the
+  mechanism test those plugins run on it (subclass it as ``TestMechanism``);
 - :func:`finds_the_slip`: whether a check of a wrong attempt stops where a perfect judge does, the line a retry
   after the check can carry on from (stackrl-rrr).
 
@@ -62,6 +63,28 @@ def verify_signal(rollout: Rollout, reward: str, *, target_column: str = "attemp
         "groups_split": groups_split(rollout.rewards[reward][verifying], rollout.group_size),
         **advantage_figures(rollout.advantages[verifying], right, reached & ~right),
     }
+
+
+class VerifyMechanism:
+    """The mechanism of a self-verification plugin, short: one step of its CPU recipe on stackrl/arith-skills, six
+    of its eight groups verifying. Its critiques reach a verdict (the recipe leaves room for a judge's check of a
+    4-step attempt, about 120 tokens); most verify groups disagree among themselves, so GRPO has a signal; and it
+    raises the critiques whose verdict is right and lowers those whose verdict is wrong. A plugin's test module
+    subclasses it as ``TestMechanism``, setting ``plugin_name``; the held-out figures come from benchmarks."""
+
+    plugin_name = ""
+
+    def test_its_verifications_of_on_policy_attempts_split_and_right_verdicts_are_pushed_up(self, tmp_path):
+        from stackrl.testing.fixtures import train_steps
+        from stackrl.testing.heldout import recipe_config
+
+        name = self.plugin_name
+        config = recipe_config(RECIPES / f"{name}-cpu.yaml", plugins=True, seed=0, steps=1, output_dir=tmp_path,
+                               overrides=["trainer.disable_tqdm=true", f"{name}.verify_share=0.75"])
+        signal = verify_signal(train_steps(config)._rollouts["train"], name)
+        assert signal["verdict_rate"] > 0.85, signal
+        assert signal["groups_split"] >= 0.5, signal
+        assert signal["advantage_right"] > 0.2 and signal["advantage_wrong"] < -0.2, signal
 
 
 def finds_the_slip(check: str, attempt: str) -> bool:

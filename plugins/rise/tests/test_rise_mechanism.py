@@ -1,23 +1,9 @@
-"""RISE's mechanism on the built-in judging model, short: one step of the CPU recipe on stackrl/arith-skills, six
-of its eight groups verifying. The held-out figures (judging and solving after training, against plain GRPO) come
-from benchmarks/mechanism.py."""
+"""RISE's mechanism on the built-in judging model, short (stackrl.testing.judging.VerifyMechanism): one step of the
+CPU recipe on stackrl/arith-skills, six of its eight groups verifying. The held-out figures (judging and solving
+after training, against plain GRPO) come from benchmarks/mechanism.py."""
 
-from pathlib import Path
-
-from stackrl.testing.fixtures import train_steps
-from stackrl.testing.heldout import recipe_config
-from stackrl.testing.judging import verify_signal
-
-RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rise-cpu.yaml"
+from stackrl.testing.judging import VerifyMechanism
 
 
-def test_critiques_of_on_policy_attempts_split_and_right_verdicts_are_pushed_up(tmp_path):
-    config = recipe_config(RECIPE, plugins=True, seed=0, steps=1, output_dir=tmp_path,
-                           overrides=["trainer.disable_tqdm=true", "rise.verify_share=0.75"])
-    signal = verify_signal(train_steps(config)._rollouts["train"], "rise")
-    # The recipe leaves room for a judge's check of a 4-step attempt (about 120 tokens): critiques reach a verdict.
-    assert signal["verdict_rate"] > 0.85, signal
-    # An informative but imperfect judge: most critique groups disagree among themselves, so GRPO has a signal...
-    assert signal["groups_split"] >= 0.5, signal
-    # ...and it raises the critiques whose verdict is right, lowers those whose verdict is wrong.
-    assert signal["advantage_right"] > 0.2 and signal["advantage_wrong"] < -0.2, signal
+class TestMechanism(VerifyMechanism):
+    plugin_name = "rise"
