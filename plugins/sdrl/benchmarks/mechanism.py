@@ -4,9 +4,8 @@ Trains configs/recipes/sdrl-cpu.yaml (stackrl/arith-skills) and the same recipe 
 the same steps and seeds. With the untrained and each trained model, on held-out problems of the recipe's
 categories: sample the recipe's candidates per problem, build the debate context as SDRL does, and sample
 ``--replies`` answers after it (seeded). Among problems whose context shows at least one right candidate: ``debate``
-is the share
-of right answers, ``copy`` the share a copy of a random shown candidate would get right; ``gain`` is their
-difference. ``solve`` is pass@1 from the bare question.
+is the share of right answers, ``copy`` the share a copy of a random shown candidate would get right; ``gain`` is
+their difference. ``solve`` is pass@1 from the bare question.
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/sdrl/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
