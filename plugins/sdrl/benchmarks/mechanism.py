@@ -5,7 +5,8 @@ the same steps and seeds. With the untrained and each trained model, on held-out
 categories: sample the recipe's candidates per problem, build the debate context as SDRL does, and sample
 ``--replies`` answers after it (seeded). Among problems whose context shows at least one right candidate: ``debate``
 is the share of right answers, ``copy`` the share a copy of a random shown candidate would get right; ``gain`` is
-their difference. ``solve`` is pass@1 from the bare question.
+their difference; ``pick`` and ``keep`` are ``debate`` where the context shows right and wrong candidates
+(``split``: the share of such contexts) and where it shows only right ones. ``solve`` is pass@1 from the bare question.
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/sdrl/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import torch
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sdrl-cpu.yaml"
-FIGURES = ("debate", "copy", "gain", "solve")
+FIGURES = ("debate", "copy", "gain", "pick", "keep", "split", "solve")
 
 
 def measure(trainer, settings, categories, size: int, replies: int) -> dict:
@@ -41,11 +42,17 @@ def measure(trainer, settings, categories, size: int, replies: int) -> dict:
     answered = generate([c for c in contexts for _ in range(replies)])
     right = [sum(check(a.text, answers[i]) for a in answered[i * replies : (i + 1) * replies]) / replies
              for i in range(size)]
+    mean = lambda values: sum(values) / max(len(values), 1)  # noqa: E731
     helped = [i for i in range(size) if any(shown[i])]
-    debate = sum(right[i] for i in helped) / max(len(helped), 1)
-    copy = sum(sum(shown[i]) / len(shown[i]) for i in helped) / max(len(helped), 1)
-    solve = sum(check(candidates[i * k].text, answers[i]) for i in range(size)) / size
-    return {"debate": debate, "copy": copy, "gain": debate - copy, "solve": solve}
+    split = [i for i in helped if not all(shown[i])]
+    copy = mean([sum(shown[i]) / len(shown[i]) for i in helped])
+    debate = mean([right[i] for i in helped])
+    return {
+        "debate": debate, "copy": copy, "gain": debate - copy,
+        "pick": mean([right[i] for i in split]), "keep": mean([right[i] for i in helped if i not in split]),
+        "split": len(split) / max(len(helped), 1),
+        "solve": mean([check(candidates[i * k].text, answers[i]) for i in range(size)]),
+    }
 
 
 def run(method: str, seed: int, steps: int, folder: Path, overrides, size: int, replies: int) -> dict:
