@@ -6,7 +6,9 @@ untrained and each trained model:
 
 - precision and recall of the first verification on first answers ("correct" the positive class, as the authors),
   and its recall on wrong answers;
-- of the rows revised, the shares whose revision turned wrong into right (w2r) and right into wrong (r2w).
+- of the rows revised, the shares whose revision turned wrong into right (w2r) and right into wrong (r2w), and of
+  the revisions that changed the answer's correctness, the share that turned it from wrong into right
+  (``w2r_share`` = w2r / (w2r + r2w)).
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/pag/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
@@ -19,7 +21,7 @@ from types import SimpleNamespace
 import torch
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "pag-cpu.yaml"
-FIGURES = ("precision", "recall", "recall_negative", "revised", "w2r", "r2w", "first")
+FIGURES = ("precision", "recall", "recall_negative", "revised", "w2r", "r2w", "w2r_share", "first")
 
 
 def measure(trainer, config, size: int) -> dict:
@@ -41,11 +43,13 @@ def measure(trainer, config, size: int) -> dict:
         verdicts.append(parse_verdict(trajectory.of_kind("verify")[0].text))
     figures = verifier_figures([a[0] for a in answers], verdicts)
     revised = [a for a in answers if len(a) > 1]
+    fixed, broken = sum(not a[0] and a[1] for a in revised), sum(a[0] and not a[1] for a in revised)
     return {
         **figures,
         "revised": len(revised) / len(answers),
-        "w2r": sum(not a[0] and a[1] for a in revised) / max(len(revised), 1),
-        "r2w": sum(a[0] and not a[1] for a in revised) / max(len(revised), 1),
+        "w2r": fixed / max(len(revised), 1),
+        "r2w": broken / max(len(revised), 1),
+        "w2r_share": fixed / max(fixed + broken, 1),
         "first": sum(a[0] for a in answers) / len(answers),
     }
 
