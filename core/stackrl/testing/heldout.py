@@ -8,7 +8,9 @@
 - :func:`line_index`: the line of its completion each token falls on;
 - :func:`greedy_accuracy`, :func:`train_and_measure` and :func:`against_grpo`: held-out accuracy after a short
   run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`);
-- :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins.
+- :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins;
+- :func:`sampled_attempts`: a model's seeded sampled attempts at a config's held-out problems, the fixed attempts
+  a benchmark has every model verify or retry.
 """
 
 from __future__ import annotations
@@ -157,3 +159,16 @@ def against_grpo(recipe, overrides=(), *, steps: int, heldout: int, seed: int) -
             "method": train_and_measure([recipe], overrides, steps=steps, heldout=heldout, seed=seed),
             "grpo": train_and_measure([plain], overrides, steps=steps, heldout=heldout, seed=seed),
         }
+
+
+def sampled_attempts(model, tokenizer, config, size: int) -> list[tuple[str, str, str]]:
+    """``model``'s sampled attempts (seed 0, the config's completion length) at ``size`` problems of the test split
+    of ``config``'s data: question, attempt, reference answer."""
+    from stackrl.data import load_prompts
+    from stackrl.tasks.pretrain import generate
+
+    rows = load_prompts(config.host.data, split="test", size=size, keep_answer=True)
+    questions, answers = list(rows["prompt"]), list(rows[config.host.data.answer_column])
+    attempts = generate(model, tokenizer, questions, greedy=False, seed=0,
+                        max_new_tokens=config.host.trainer["max_completion_length"])
+    return list(zip(questions, attempts, answers))

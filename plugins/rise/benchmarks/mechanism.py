@@ -42,17 +42,13 @@ def load(plugin: str, method: str, seed: int, steps: int, folder: Path, override
 
 
 def held_out_attempts(model, tokenizer, config) -> list[tuple[str, str, bool]]:
-    """``model``'s sampled attempts (seeded) at the ``eval.size`` held-out problems: question, attempt, and whether
-    the attempt is right."""
-    from stackrl.data import load_prompts
+    """``model``'s sampled attempts at the ``eval.size`` held-out problems: question, attempt, and whether the
+    attempt is right."""
     from stackrl.rewards import exact_match
-    from stackrl.tasks.pretrain import generate
+    from stackrl.testing.heldout import sampled_attempts
 
-    rows = load_prompts(config.host.data, split="test", size=config.host.eval.size, keep_answer=True)
-    questions, answers = list(rows["prompt"]), list(rows[config.host.data.answer_column])
-    attempts = generate(model, tokenizer, questions, greedy=False, seed=0,
-                        max_new_tokens=config.host.trainer["max_completion_length"])
-    return [(q, t, exact_match(t, a) == 1.0) for q, t, a in zip(questions, attempts, answers)]
+    attempts = sampled_attempts(model, tokenizer, config, config.host.eval.size)
+    return [(q, t, exact_match(t, a) == 1.0) for q, t, a in attempts]
 
 
 def verification(model, tokenizer, attempts, length: int) -> dict:

@@ -43,17 +43,11 @@ def share(values: list) -> float:
 
 
 def failed_attempts(model, tokenizer, config, problems: int) -> list[tuple[str, str, str]]:
-    """``model``'s sampled first attempts (seeded) at ``problems`` held-out problems that fail: question, attempt,
-    answer."""
-    from stackrl.data import load_prompts
+    """``model``'s sampled first attempts at ``problems`` held-out problems that fail: question, attempt, answer."""
     from stackrl.rewards import exact_match
-    from stackrl.tasks.pretrain import generate
+    from stackrl.testing.heldout import sampled_attempts
 
-    rows = load_prompts(config.host.data, split="test", size=problems, keep_answer=True)
-    questions, answers = list(rows["prompt"]), list(rows[config.host.data.answer_column])
-    attempts = generate(model, tokenizer, questions, greedy=False, seed=0,
-                        max_new_tokens=config.host.trainer["max_completion_length"])
-    return [(q, t, a) for q, t, a in zip(questions, attempts, answers) if not exact_match(t, a)]
+    return [(q, t, a) for q, t, a in sampled_attempts(model, tokenizer, config, problems) if not exact_match(t, a)]
 
 
 def retries(model, tokenizer, config, failed, reflections: int) -> dict:
@@ -91,7 +85,7 @@ def run(seed: int, steps: int, folder: Path, failed, reflections: int, overrides
     values = [log["rrr/retry_success"] for log in trainer.state.log_history if "rrr/retry_success" in log]
     late = values[steps // 2 :]
     return {**retries(trainer.model, trainer.processing_class, config, failed, reflections),
-            "train_success": share(late) if values else math.nan}
+            "train_success": share(late)}
 
 
 def main() -> None:

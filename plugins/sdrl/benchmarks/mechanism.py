@@ -49,7 +49,7 @@ def measure(trainer, settings, categories, size: int, replies: int) -> dict:
     debate = mean([right[i] for i in helped])
     return {
         "debate": debate, "copy": copy, "gain": debate - copy,
-        "pick": mean([right[i] for i in split]), "keep": mean([right[i] for i in helped if i not in split]),
+        "pick": mean([right[i] for i in split]), "keep": mean([right[i] for i in helped if all(shown[i])]),
         "split": len(split) / max(len(helped), 1),
         "solve": mean([check(candidates[i * k].text, answers[i]) for i in range(size)]),
     }
