@@ -16,8 +16,9 @@ $(BIN)/stackrl: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
 	touch $@
 
+# The demo replaces its earlier run (--overwrite): `stackrl train` alone refuses a folder that holds a run.
 demo: $(BIN)/stackrl
-	HF_HUB_OFFLINE=1 $(BIN)/stackrl train configs/demo.yaml
+	HF_HUB_OFFLINE=1 $(BIN)/stackrl train configs/demo.yaml --overwrite
 
 test: $(BIN)/stackrl
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --durations=15

@@ -86,7 +86,7 @@ def test_a_scratch_update_moves_only_the_copy_by_minus_lr_times_the_objective_gr
     for name, p in by_hand.named_parameters():
         grad = torch.zeros_like(p) if p.grad is None else p.grad  # a weight the pairs do not reach stays put
         torch.testing.assert_close(moved[name], p.detach() - 0.5 * grad, atol=1e-6, rtol=1e-4, msg=name)
-    assert losses == pytest.approx([float(hand_loss(by_hand, objective))], rel=1e-5)
+    assert losses == pytest.approx([hand_loss(by_hand, objective).item()], rel=1e-5)
     live = policy.score(CONTEXTS, COMPLETIONS).logprobs.sum()
     copied = policy.score(CONTEXTS, COMPLETIONS, model="scratch").logprobs.sum()
     assert (copied > live) == (objective == "likelihood"), "likelihood raises the pairs' log-probs, the others lower them"

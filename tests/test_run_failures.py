@@ -158,8 +158,59 @@ def test_resume_without_a_checkpoint_is_refused_before_anything_runs(
 def test_a_run_that_cannot_start_leaves_the_run_folder_as_it_was(config_file, previous_run, capfd):
     path = config_file(data={"prompt_template": "Q: {questoin}"})  # found only when the data loads
     before = previous_run()
-    code, _, err = stackrl(capfd, "train", path)
+    # --overwrite: the earlier run would be replaced, but only by a run that starts.
+    code, _, err = stackrl(capfd, "train", path, "--overwrite")
     assert code == 2
     assert err.splitlines()[-1].startswith("stackrl: error: ") and "data.prompt_template" in err.splitlines()[-1]
     assert "Traceback" not in err
     assert previous_run() == before
+
+
+def test_an_error_during_training_is_the_last_thing_on_screen(config_file, capfd):
+    path = config_file(plugins=["raises"], raises={"at_step": 1}, trainer={"disable_tqdm": False, "max_steps": 3})
+    code, _, err = stackrl(capfd, "train", path)
+    assert code == 2
+    shown, message = err.split("stackrl: error: ")
+    # The bar was closed first: the message starts a line of its own, and no bar is redrawn after it.
+    assert shown.endswith("\n") and "1/3" in shown.rsplit("\n", 2)[-2]
+    assert "\r" not in message and message.endswith("in _maybe_raise\n")
+
+
+def test_the_console_says_in_the_hosts_words_what_went_past_the_models_context(config_file, tiny_model_dir, capfd):
+    """A plugin's prompts too long for the model are named with the plugin and the setting, without transformers'
+    reminder; neither TRL's warning about the host's own use of rollout_func nor the libraries' bars show."""
+    path = config_file(plugins=["greedy_rollout"], greedy_rollout={"max_new_tokens": 510},
+                       trainer={"disable_tqdm": False, "max_steps": 1})
+    code, out, err = stackrl(capfd, "train", path)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "passes the model's context" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "with max_new_tokens=510 new tokens that passes the model's context of 512 tokens (max_position_embeddings): "
+        "shorten what greedy_rollout writes into prompts (the templates of its section 'greedy_rollout') or lower "
+        "max_new_tokens"
+    ), said
+    assert "plugin 'greedy_rollout' asked ctx.generate for a prompt of " in said[0]
+    assert "rollout_func" not in err and "experimental" not in err
+    for bar in ("Loading weights", "Map", "Writing model shards"):
+        assert bar not in out + err
+    assert "1/1" in err  # the run's own bar stays
+
+    # A prompt transform that makes prompts longer than the context: transformers would only give its reminder.
+    path = config_file(plugins=["prompt_suffix"], prompt_suffix={"suffix": " 1 + 2 =" * 200})
+    code, _, err = stackrl(capfd, "train", path, "--overwrite")
+    assert code == 0, err
+    assert "plugin 'prompt_suffix' made (transform_prompts) a prompt of " in err
+    assert "with trainer.max_completion_length=12 new tokens that passes the model's context of 512 tokens" in err
+    assert "friendly reminder" not in err
+
+
+def test_the_run_folder_card_names_the_base_model_and_the_plugins(config_file, tiny_model_dir, tmp_path, capfd):
+    path = config_file(plugins=["digit_reward", "prompt_suffix"], rewards={"digit_reward": 0.5},
+                       trainer={"max_steps": 1, "save_strategy": "steps", "save_steps": 1})
+    assert stackrl(capfd, "train", path)[0] == 0
+    for folder in (tmp_path / "run", tmp_path / "run" / "checkpoint-1"):
+        card = (folder / "README.md").read_text()
+        assert f"- base model: `{tiny_model_dir}`" in card
+        assert "- plugins, in call order: digit_reward, prompt_suffix" in card
+        assert "- rewards (component and weight): exact_match 1.0, digit_reward 0.5" in card
+        assert "None" not in card

@@ -40,15 +40,22 @@ def _validated(items):
 
 
 def cmd_train(args) -> None:
+    from stackrl.console import quiet_library_bars
     from stackrl.plots import PLOTS_DIR
     from stackrl.run import train
 
     config, _ = _validated(args.config)
-    result = train(config, resume=args.resume)
+    quiet_library_bars()
+    result = train(config, resume=args.resume, overwrite=args.overwrite)
     from accelerate import PartialState
 
     if not PartialState().is_main_process:  # one summary for a multi-process run
         return
+    if result["finished_at"] is not None:
+        print(
+            f"the run in {result['run_dir']} finished at step {result['finished_at']}: nothing to train, nothing "
+            "changed (raise trainer.max_steps to train it further)"
+        )
     evaluations = result["evaluations"]
     if "after" in evaluations:
         k = config.host.eval.samples
@@ -57,14 +64,18 @@ def cmd_train(args) -> None:
             print(f"held-out {metric}: {before}{evaluations['after'][metric]:.3f} after")
     for name, count in sorted(result["warnings"].items()):
         print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
-    print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")
+    if result["finished_at"] is None:
+        print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")
 
 
 def cmd_eval(args) -> None:
     from stackrl.run import evaluate_checkpoint
 
+    from stackrl.console import quiet_library_bars
+
     checkpoint = [i.split("=", 1)[1] for i in args.config if i.startswith("checkpoint=")]
     config, _ = _validated([i for i in args.config if not i.startswith("checkpoint=")])
+    quiet_library_bars()
     result = evaluate_checkpoint(config, checkpoint[-1] if checkpoint else None)
     print(json.dumps(result, indent=2))
     if not checkpoint:
@@ -138,10 +149,10 @@ def cmd_config(args) -> None:
 
 
 def cmd_new_plugin(args) -> None:
-    from stackrl.scaffold import new_plugin
+    from stackrl.scaffold import new_plugin, next_steps
 
     folder = new_plugin(args.name, args.dir)
-    print(f"wrote {folder}\nnext: pip install -e {folder} && python -m pytest {folder}")
+    print(f"wrote {folder}\nnext: {next_steps(folder)}")
 
 
 def _interrupted(stop: KeyboardInterrupt, args) -> str:
@@ -166,6 +177,8 @@ def main(argv=None) -> int:
     train.add_argument("config", nargs="+", metavar="CONFIG_OR_OVERRIDE")
     train.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
                        help="resume from CHECKPOINT, or from the run's last checkpoint")
+    train.add_argument("--overwrite", action="store_true",
+                       help="replace the run that output_dir holds (deleted once the new run's model and data load)")
     train.set_defaults(func=cmd_train)
 
     evaluate = sub.add_parser("eval", help="held-out pass@1 and majority@k: stackrl eval CONFIG... [checkpoint=PATH]")

@@ -50,3 +50,13 @@ def log_columns(components: list[str], accuracy_key: str | None) -> dict[str, st
         columns[accuracy_key.removeprefix("eval/")] = accuracy_key
     columns["s/step"] = "step_time"
     return columns
+
+
+def quiet_library_bars() -> None:
+    """Turn off the libraries' own bars (transformers' "Loading weights" and "Writing model shards", datasets'
+    "Map"), which would print between the table's rows; the run's own bar stays."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()

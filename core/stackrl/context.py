@@ -145,7 +145,7 @@ class _Context:
     def generate(self, prompts: list, *, model: str = "policy", **sampling) -> list:
         """Sample one completion per prompt with the policy, the reference or a snapshot; see
         :meth:`stackrl.policy.PolicyAccess.generate`."""
-        return self.policy.generate(prompts, model=model, **sampling)
+        return self.policy.generate(prompts, model=model, caller=self._plugin, **sampling)
 
     def score(self, contexts: list, continuation_ids: list[list[int]], **options) -> Any:
         """Per-token log-probs of continuations; see :meth:`stackrl.policy.PolicyAccess.score`."""

@@ -23,6 +23,8 @@ KNOWN_WARNINGS = (
 # CPU with AVX512-BF16, and falls back to its own kernel when that is not installed.
 KNOWN_LOG_RECORDS = {
     "bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward from kernels-community",
+    # A generation past the model's context: the trainer says which plugin's prompts and which setting did it.
+    "transformers.generation.stopping_criteria": "This is a friendly reminder",
 }
 
 

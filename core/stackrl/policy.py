@@ -176,7 +176,7 @@ class PolicyAccess:
 
     # -- generate ---------------------------------------------------------------------------------------------------
 
-    def generate(self, prompts: list, *, model: str = "policy", **sampling) -> list[Generation]:
+    def generate(self, prompts: list, *, model: str = "policy", caller: str = "", **sampling) -> list[Generation]:
         """Sample one completion per prompt (text, chat messages or token ids), no gradient.
 
         ``model`` is ``"policy"`` (the live model), ``"reference"`` or a snapshot name, as for :meth:`score`.
@@ -185,11 +185,16 @@ class PolicyAccess:
         prompt given as token ids is generated from as it is (a later turn continues the exact tokens before it).
         With vLLM generation (``trainer.use_vllm``) vLLM samples, and the same names apply (see
         :meth:`_vllm_sampling`); vLLM's own ``SamplingParams`` names (``seed``, ``stop``, ...) are accepted too.
+        ``caller``, the plugin asking, is named where its prompts pass the model's context.
         """
         if not prompts:
             return []
         trainer = self._trainer
         prompt_ids = self._token_ids(self._local(list(prompts)))
+        if caller:
+            budget = sampling.get("max_new_tokens") or trainer.args.max_completion_length
+            setting = "max_new_tokens" if "max_new_tokens" in sampling else "trainer.max_completion_length"
+            trainer.check_context(caller, "asked ctx.generate for", prompt_ids, budget, setting)
         with self._sampling_overrides(sampling), self._generating_with(model):
             completion_ids, _ = trainer._generate_single_turn(prompt_ids, None, {}, 1)
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)

@@ -7,24 +7,29 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 from importlib.metadata import version
+from pathlib import Path
 
 import torch
 from accelerate import PartialState
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, TrainerState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig
 
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
 from stackrl.data import format_prompt, load_prompts
-from stackrl.errors import ConfigError, TrainingInterrupted
+from stackrl.errors import ConfigError, StackrlError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
 from stackrl.modeling import load_model, load_tokenizer
-from stackrl.plots import METRICS_FILE, MetricsFile, plot_runs
+from stackrl.plots import CONFIG_FILE, EVAL_PROBLEMS, METRICS_FILE, MetricsFile, plot_runs
+from stackrl.pool import ADDED_FILE
 from stackrl.preflight import check_inputs
 from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.samples import SAMPLES_FILE
 from stackrl.trainer import (
     StackTrainer,
     default_reward_weights,
@@ -34,9 +39,11 @@ from stackrl.trainer import (
 )
 from stackrl.weights import reward_schedules
 
-CONFIG_FILE = "stackrl_config.yaml"
 EVAL_FILE = "eval.json"
 VERSIONS_FILE = "stackrl_versions.json"
+MODEL_CARD_FILE = "README.md"
+# What a run writes into its folder as it starts and trains: a folder holding one of them holds a run.
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, EVAL_FILE, ADDED_FILE)
 
 
 def build_plugin_manager(config: LoadedConfig, monitor=None) -> PluginManager:
@@ -169,13 +176,62 @@ def run_files(config: LoadedConfig) -> dict[str, str]:
     """What is written next to every run and checkpoint: the resolved config and the versions that ran it."""
     versions = {pkg: version(pkg) for pkg in ("stackrl", "trl", "transformers", "torch", "accelerate", "peft")}
     versions["plugins"] = config.versions()
-    return {CONFIG_FILE: config.to_yaml(), VERSIONS_FILE: json.dumps(versions, indent=2) + "\n"}
+    return {
+        CONFIG_FILE: config.to_yaml(),
+        VERSIONS_FILE: json.dumps(versions, indent=2) + "\n",
+        MODEL_CARD_FILE: model_card(config),
+    }
+
+
+def model_card(config: LoadedConfig) -> str:
+    """The run folder's README.md (TRL's own card names no base model for a local one, and no plugin)."""
+    host = config.host
+    plugins = ", ".join(config.plugin_classes) or "none (plain GRPO)"
+    rewards = ", ".join(f"{name} {weight}" for name, weight in reward_weights(config).items()) or "the plugins' own"
+    return (
+        f"# {Path(host.output_dir).name}\n\n"
+        f"A causal language model trained with stackrl (GRPO on TRL's GRPOTrainer).\n\n"
+        f"- base model: `{host.model.name_or_path}`\n"
+        f"- plugins, in call order: {plugins}\n"
+        f"- rewards (component and weight): {rewards}\n"
+        f"- data: `{host.data.source}`\n\n"
+        f"The whole resolved config is `{CONFIG_FILE}`; the versions that trained it, `{VERSIONS_FILE}`.\n"
+    )
+
+
+def previous_run(run_dir: str) -> list[str]:
+    """What an earlier run left in ``run_dir``: the files a run writes, and its checkpoints."""
+    if not os.path.isdir(run_dir):
+        return []
+    return [
+        name for name in sorted(os.listdir(run_dir))
+        if name in RUN_FILES or re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", name)
+    ]
+
+
+def _check_fresh_folder(run_dir: str) -> None:
+    """A fresh run into a folder that holds a run would append to its files and mix two runs in them."""
+    found = previous_run(run_dir)
+    if found:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise StackrlError(
+            f"output_dir {run_dir} holds a run ({shown}); a fresh run there would mix with it. Continue it with "
+            f"--resume, train into another folder with output_dir=OTHER, or replace it with --overwrite"
+        )
+
+
+def _check_overwritable(run_dir: str) -> None:
+    here = Path.cwd().resolve()
+    folder = Path(run_dir).resolve()
+    if folder == here or folder in here.parents:
+        raise StackrlError(f"--overwrite: output_dir {run_dir} holds the current folder; it is not deleted")
 
 
 def build_trainer(
-    config: LoadedConfig, output_dir: str | None = None, monitor=None, callbacks=(), **trainer_kwargs
+    config: LoadedConfig, output_dir: str | None = None, monitor=None, callbacks=(), overwrite=False, **trainer_kwargs
 ) -> StackTrainer:
-    """Everything a run needs, built from the config: plugins, model, data, rewards, trainer."""
+    """Everything a run needs, built from the config: plugins, model, data, rewards, trainer. ``overwrite``
+    deletes the run folder once they are built, before the new run writes anything there."""
     plugins = build_plugin_manager(config, monitor)
     args = grpo_args(config, output_dir)
     host = config.host
@@ -205,6 +261,8 @@ def build_trainer(
     trainer.add_callback(LogTable(log_columns(trainer.reward_func_names, "eval/pass@1" if evaluating else None)))
     # Only now that model, data and trainer are built: a run that cannot start leaves an existing run folder as it was.
     if args.should_save:
+        if overwrite and os.path.isdir(args.output_dir):
+            shutil.rmtree(args.output_dir)  # the earlier run goes whole: nothing of it mixes with this one
         os.makedirs(args.output_dir, exist_ok=True)
         for name, text in files.items():
             with open(os.path.join(args.output_dir, name), "w") as f:
@@ -291,20 +349,33 @@ def _stored_evaluations(run_dir: str) -> dict:
         return json.load(f)
 
 
-def train(config: LoadedConfig, resume=None) -> dict:
+def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
-    Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences
-    of each plugin warning (``ctx.warn``).
+    Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``), the occurrences
+    of each plugin warning (``ctx.warn``) and ``finished_at``: the step a resumed run had already finished at
+    (``None`` for a run that trained).
 
-    A resumed run reports the "before" figures its first run stored in the run folder. Ctrl-C stops training with
+    A fresh run into a folder holding a run is refused before anything loads, unless ``overwrite`` (the folder is
+    then deleted once model, data and trainer are built). A resumed run reports the "before" figures its first run
+    stored in the run folder; a finished one trains nothing and writes nothing. Ctrl-C stops training with
     :class:`TrainingInterrupted`, which names the run's last checkpoint.
     """
+    run_dir = config.host.output_dir
+    if overwrite and resume:
+        raise StackrlError("--overwrite and --resume: one replaces the run, the other continues it; give one")
     with config.origins.naming():
         _check_evaluated_skill(config)
         checkpoint = resume_checkpoint(config, resume)
-    use_threads(config)
-    run_dir = config.host.output_dir
+    if overwrite:
+        _check_overwritable(run_dir)
+    elif not checkpoint:
+        _check_fresh_folder(run_dir)
     stored = _stored_evaluations(run_dir) if checkpoint else {}
+    if checkpoint:
+        state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
+        if _finished(state, grpo_args(config)):
+            return {"run_dir": run_dir, "evaluations": stored, "warnings": {}, "finished_at": state.global_step}
+    use_threads(config)
     # Only the "before" figures carry over: "after" belongs to the weights this run ends with.
     evaluations = {"before": stored["before"]} if "before" in stored else {}
 
@@ -312,30 +383,39 @@ def train(config: LoadedConfig, resume=None) -> dict:
         result = evaluate_in_run(trainer, config)
         evaluations[label] = result
         k = config.host.eval.samples
-        trainer.log_figures({"eval/pass@1": result["pass@1"], f"eval/maj@{k}": result[f"maj@{k}"]})
+        trainer.log_figures({"eval/pass@1": result["pass@1"], f"eval/maj@{k}": result[f"maj@{k}"],
+                             EVAL_PROBLEMS: result["problems"]})
         if trainer.accelerator.is_main_process:  # as they come: a resumed run reads "before" from here
             with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
                 json.dump(evaluations, f, indent=2)
 
     evaluating = config.host.eval.before_and_after
     during = _HeldOutEvaluations(evaluate_now, evaluating and not checkpoint, evaluating, config.host.eval.every_steps)
-    trainer = build_trainer(config, callbacks=[during])
+    trainer = build_trainer(config, callbacks=[during], overwrite=overwrite)
     if checkpoint and trainer.accelerator.is_main_process:
-        state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
         _forget_metrics_after(run_dir, state.global_step)
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
-    except KeyboardInterrupt as stop:
+    except BaseException as stop:
         progress = trainer.pop_callback(ProgressCallback)
-        if progress is not None:  # close the bar now, or it redraws itself below the message at exit
+        if progress is not None:  # close the bar now, or the message lands on its line and it redraws below
             progress.on_train_end(trainer.args, trainer.state, trainer.control)
-        raise TrainingInterrupted(trainer.state.global_step, last_checkpoint(run_dir)) from stop
+        if isinstance(stop, KeyboardInterrupt):
+            raise TrainingInterrupted(trainer.state.global_step, last_checkpoint(run_dir)) from stop
+        raise
     trainer.save_model(run_dir)
     if evaluating:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
         plot_runs([run_dir])
-    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings)}
+    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings), "finished_at": None}
+
+
+def _finished(state: TrainerState, args: GRPOConfig) -> bool:
+    """Whether a checkpoint's run reached the end the config sets (``max_steps``, else the epochs)."""
+    if args.max_steps > 0:
+        return state.global_step >= args.max_steps
+    return state.epoch is not None and state.epoch >= args.num_train_epochs
 
 
 def _check_evaluated_skill(config: LoadedConfig) -> None:

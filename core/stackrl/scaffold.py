@@ -41,6 +41,21 @@ def _references(folder: Path) -> dict[str, str]:
     }
 
 
+def next_steps(folder: Path) -> str:
+    """What to run after ``new-plugin``: in a stackrl checkout, with its ``.venv`` as CONTRIBUTING says, and the
+    plugin directory's row that ``make test`` requires; elsewhere, with the ``pip`` and ``python`` at hand."""
+    root = _checkout_root(folder)
+    if root is None:
+        return f"pip install -e {folder} && python -m pytest {folder}"
+    venv = os.path.relpath(root / ".venv" / "bin")
+    directory = os.path.relpath(root / "docs" / "plugins.md")
+    return (
+        f"{venv}/pip install -e {folder} && {venv}/python -m pytest {folder}\n"
+        f"then: add a row for {folder.name} to {directory} (make test fails until it is there; CONTRIBUTING.md, "
+        "\"The plugin directory\")"
+    )
+
+
 def new_plugin(name: str, parent: Path) -> Path:
     """Write ``parent/name``: pyproject with the entry point, the package, a README skeleton and tests."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):

@@ -24,6 +24,7 @@ import logging
 import numbers
 import os
 import re
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -182,11 +183,15 @@ class StackTrainer(GRPOTrainer):
         self.warnings: Counter[str] = Counter()  # "<plugin>/<name>" -> occurrences ctx.warn counted in this run
         if hasattr(kwargs.get("train_dataset"), "add_column"):  # a map-style dataset: each row carries its pool id
             kwargs["train_dataset"] = kwargs["train_dataset"].add_column(POOL_ROW, range(len(kwargs["train_dataset"])))
-        super().__init__(
-            reward_funcs=[self._component_reader(name) for name in components],
-            rollout_func=self._plugin_rollout if plugins.has("generate_rollout") else None,
-            **kwargs,
-        )
+        self._context_warned: set[str] = set()  # plugins already told their prompts pass the model's context
+        with warnings.catch_warnings():
+            # TRL calls rollout_func experimental; it is how the host runs generate_rollout, not the user's choice.
+            warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
+            super().__init__(
+                reward_funcs=[self._component_reader(name) for name in components],
+                rollout_func=self._plugin_rollout if plugins.has("generate_rollout") else None,
+                **kwargs,
+            )
         self._shared_policy = PolicyAccess(self, sharded=True)
         self.pool = self._make_pool(self.train_dataset)
         self.add_callback(_HookCallback(self))
@@ -229,6 +234,25 @@ class StackTrainer(GRPOTrainer):
                 key, value, self.state.global_step, name,
             )
         self.warnings[key] += int(value)
+
+    def check_context(self, plugin: str, how: str, prompt_ids: list[list[int]], max_new_tokens: int, setting: str):
+        """Warn once per plugin whose prompts, with ``max_new_tokens`` more, pass the model's context: past it a
+        model degrades or fails, and transformers says only that "a generation call" exceeded it."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        longest = max(map(len, prompt_ids), default=0)
+        if not limit or longest + max_new_tokens <= limit or plugin in self._context_warned:
+            return
+        self._context_warned.add(plugin)
+        logger.warning(
+            "plugin '%s' %s a prompt of %d tokens at step %d; with %s=%d new tokens that passes the model's context "
+            "of %d tokens (max_position_embeddings): shorten what %s writes into prompts (the templates of its "
+            "section '%s') or lower %s",
+            plugin, how, longest, self.state.global_step, setting, max_new_tokens, limit, plugin, plugin, setting,
+        )
+
+    def create_model_card(self, *args, **kwargs):
+        """No card of TRL's (it names no base model for a local one, nor any plugin): the run's own card is one of
+        ``run_files`` (``stackrl.run.model_card``)."""
 
     def _context(self, cls, **fields):
         return cls(
@@ -331,6 +355,8 @@ class StackTrainer(GRPOTrainer):
                         f"plugin '{plugin}' returned {len(new)} prompts from hook 'transform_prompts' at step "
                         f"{ctx.step}; expected {len(everyone)} (one per row)"
                     )
+                self.check_context(plugin, "made (transform_prompts)", self._tokenize_prompts(new)[0],
+                                   self.args.max_completion_length, "trainer.max_completion_length")
                 return list(new)
 
             transformed = self.plugins.chain("transform_prompts", "prompts", everyone, ctx=ctx, check=same_length)

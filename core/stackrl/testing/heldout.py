@@ -28,10 +28,12 @@ from stackrl.tasks.arithmetic import make_dataset
 
 
 def grpo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """TRL's default advantages: each reward minus its group's mean, over the group's standard deviation."""
+    """TRL's default advantages: each reward minus its group's mean, over the group's standard deviation (a group
+    of one has no spread, and its advantage is 0, where the sample deviation would be NaN)."""
     grouped = rewards.view(-1, group_size)
     centred = grouped - grouped.mean(1, keepdim=True)
-    return (centred / (grouped.std(1, keepdim=True) + 1e-4)).flatten()
+    spread = grouped.std(1, keepdim=True) if group_size > 1 else torch.zeros_like(centred)
+    return (centred / (spread + 1e-4)).flatten()
 
 
 # Two built-in problems and their reference solutions, for rollouts written by hand.
