@@ -18,7 +18,7 @@ import torch
 from stackrl.cli import main
 from stackrl.config import load_config
 from stackrl.errors import ConfigError
-from stackrl.plots import METRICS_FILE, draw
+from stackrl.plots import METRICS_FILE, draw, read_run
 from stackrl.rewards import exact_match
 from stackrl.samples import SAMPLES_FILE
 from stackrl.testing.fixtures import train_steps
@@ -145,17 +145,17 @@ def test_plot_overlays_runs_with_a_legend_of_run_names(evaluated, capsys):
 
     folders = [run for run, _ in evaluated.values()]
     assert main(["plot", *map(str, folders)]) == 0
-    comparison = folders[0].parent / "comparison"
+    comparison = folders[0].parent / "comparison-every-2-vs-ends-only"
     assert capsys.readouterr().out.split() == [str(comparison / f"{n}.png") for n in
                                                ("rewards", "accuracy", "completion_length", "loss")]
     assert all((comparison / f"{n}.png").stat().st_size > 1000 for n in ("rewards", "accuracy"))
 
-    runs = {run.name: _records(run / METRICS_FILE) for run in folders}
+    runs = {run.name: read_run(run) for run in folders}
     fig, ax = plt.subplots()
     draw(ax, "rewards", runs)
     # One line per run: the total reward and the single component are the same series.
     assert [line.get_label() for line in ax.lines] == [
-        "every-2: reward = rewards/exact_match/mean", "ends-only: reward = rewards/exact_match/mean"
+        "every-2: reward (weighted sum) = exact_match × 1.0", "ends-only: reward (weighted sum) = exact_match × 1.0"
     ]
     assert ax.lines[0].get_color() != ax.lines[1].get_color()
     assert ax.get_ylabel() and [t.get_text() for t in ax.get_legend().get_texts()][0].startswith("every-2: ")
@@ -163,13 +163,14 @@ def test_plot_overlays_runs_with_a_legend_of_run_names(evaluated, capsys):
 
     fig, ax = plt.subplots()
     draw(ax, "accuracy", runs)
-    # by run (pass@1 may share its line with maj@k, where the two are equal)
-    pass_at_1 = {line.get_label().split(": ")[0]: line for line in ax.lines if "eval/pass@1" in line.get_label()}
-    assert list(pass_at_1["every-2"].get_xdata()) == [0, 2, 4]
-    assert list(pass_at_1["ends-only"].get_xdata()) == [0, 4]
+    # by run (pass@1 may share its points with maj@k, where the two are equal); each run's points a little aside
+    pass_at_1 = {c.get_label().split(": ")[0]: c[0] for c in ax.containers if "eval/pass@1" in c.get_label()}
+    assert [round(x) for x in pass_at_1["every-2"].get_xdata()] == [0, 2, 4]
+    assert [round(x) for x in pass_at_1["ends-only"].get_xdata()] == [0, 4]
+    assert pass_at_1["every-2"].get_xdata()[0] < pass_at_1["ends-only"].get_xdata()[0]
     assert pass_at_1["every-2"].get_color() != pass_at_1["ends-only"].get_color()
-    for line in ax.lines:  # points where measured, no line drawn between them
-        assert line.get_linestyle() == "None" and line.get_marker() != "None"
+    for container in ax.containers:  # points where measured, no line drawn between them
+        assert container[0].get_linestyle() == "None" and container[0].get_marker() != "None"
     plt.close(fig)
 
 

@@ -83,3 +83,32 @@ def test_generated_readme_links_resolve_where_the_plugin_lives(tmp_path):
         readme = new_plugin("inside", parent) / "README.md"
         links = relative_links(readme)
         assert len(links) == 2 and all((readme.parent / link).resolve().is_file() for link in links), links
+
+
+def test_the_next_line_says_what_make_test_needs_and_which_pip(tmp_path, monkeypatch, capsys):
+    from stackrl.cli import main
+
+    checkout = tmp_path / "checkout"
+    for path in ("README.md", "docs/hooks.md", "docs/plugins.md", "core/stackrl/__init__.py"):
+        (checkout / path).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / path).write_text("")
+    monkeypatch.chdir(checkout)
+    assert main(["new-plugin", "my_method"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "wrote plugins/my_method",
+        "next: .venv/bin/pip install -e plugins/my_method && .venv/bin/python -m pytest plugins/my_method",
+        "then: add a row for my_method to docs/plugins.md (make test fails until it is there; CONTRIBUTING.md, "
+        '"The plugin directory")',
+    ]
+    # Outside a checkout there is no .venv of the project's, nor a plugin directory.
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-plugin", "elsewhere", "--dir", "."]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["next: pip install -e elsewhere && python -m pytest elsewhere"]
+
+
+def test_the_generated_readme_lists_no_file_it_did_not_write(tmp_path):
+    folder = new_plugin("listed", tmp_path)
+    readme = (folder / "README.md").read_text()
+    filled_in = re.sub(r"<[^>]*>", "", readme)  # placeholders say what the author is to write
+    named = re.findall(r"`([\w./-]+\.(?:yaml|py|toml|md))`", filled_in)
+    assert [path for path in named if not (folder / path).exists()] == []
