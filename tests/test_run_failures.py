@@ -178,9 +178,12 @@ def test_an_error_during_training_is_the_last_thing_on_screen(config_file, capfd
     assert "\r" not in message and message.endswith("in _maybe_raise\n")
 
 
-def test_the_console_says_in_the_hosts_words_what_went_past_the_models_context(config_file, capfd, caplog, recwarn):
+def test_the_console_says_in_the_hosts_words_what_went_past_the_models_context(
+    config_file, capfd, caplog, recwarn, monkeypatch
+):
     """Prompts too long for the model are named with the plugin and the setting, without transformers' reminder;
     neither TRL's warning about the host's own use of rollout_func nor the libraries' bars show."""
+    monkeypatch.delenv("TRL_EXPERIMENTAL_SILENCE")  # the test kit's silencing of it, which a user's shell lacks
     # The suffix makes prompts longer than the tiny model's 512 positions; greedy_rollout then generates from them.
     path = config_file(plugins=["prompt_suffix", "greedy_rollout"], prompt_suffix={"suffix": " 1 + 2 =" * 120},
                        trainer={"disable_tqdm": False, "max_steps": 1})
