@@ -87,14 +87,14 @@ def test_cpu_runs_use_the_configured_threads_or_one_per_cpu(make_config, tmp_pat
     run = ["train", str(tmp_path / "tiny.yaml")]
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     torch.set_num_threads(3)
-    assert main([*run, "threads=1"]) == 0
+    assert main([*run, "threads=1", "--overwrite"]) == 0
     assert torch.get_num_threads() == 1
-    assert main(run) == 0
+    assert main([*run, "--overwrite"]) == 0
     assert torch.get_num_threads() == available_cpus()
     # OMP_NUM_THREADS, which torch read when it started, stands when the config sets none.
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     torch.set_num_threads(3)
-    assert main(run) == 0
+    assert main([*run, "--overwrite"]) == 0
     assert torch.get_num_threads() == 3
 
 

@@ -370,6 +370,8 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
         _check_overwritable(run_dir)
     elif not checkpoint:
         _check_fresh_folder(run_dir)
+    # Every process has looked at the folder before any writes to it: all refuse a run there, or none.
+    PartialState().wait_for_everyone()
     stored = _stored_evaluations(run_dir) if checkpoint else {}
     if checkpoint:
         state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
