@@ -1,6 +1,6 @@
 """stackrl on one GPU at Qwen2.5-1.5B's size: step time, peak memory and tokens per second against plain TRL.
 
-    bash benchmarks/gpu_check.sh --out DIR      # on a GPU machine (benchmarks/README.md: the lent one, no network)
+    bash benchmarks/gpu_check.sh --out DIR      # on a GPU machine (benchmarks/README.md: also one with no network)
     python benchmarks/gpu_check.py --dry-run    # every configuration, one step each, tiny and on the CPU
 
 The model is a randomly initialised Qwen2 with Qwen2.5-1.5B's shape (28 layers, hidden 1536, MLP 8960, 12 query
