@@ -40,7 +40,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Not installed (the lent GPU machine, which has no index to install from): run this checkout's source.
+# Not installed (a GPU machine with no index to install from): run this checkout's source.
 FROM_SOURCE = importlib.util.find_spec("stackrl") is None
 if FROM_SOURCE:
     sys.path.insert(0, str(ROOT / "core"))

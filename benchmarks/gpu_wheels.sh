@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The wheels the GPU check takes to a machine with no network (benchmarks/README.md): the packages stackrl needs
-# that the lent machine lacks or holds in another version, at the versions this checkout's .venv runs (make
+# that the GPU machine lacks or holds in another version, at the versions this checkout's .venv runs (make
 # .venv/bin/stackrl), for that machine's Python (PY_VERSION, default 3.12) on x86-64. They go to .whl
 # (git-ignored), or to $1.
 #   bash benchmarks/gpu_wheels.sh [FOLDER]
