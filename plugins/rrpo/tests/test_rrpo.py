@@ -69,8 +69,8 @@ def test_bad_settings_are_refused(settings, message):
 
 
 class ScriptedAttempts:
-    """A policy whose first attempts at each question are scripted, in turn; every other prompt (a reset prompt)
-    gets an empty continuation. ``asked`` keeps each call's prompts."""
+    """A policy that answers each scripted question with its scripted texts in turn, over and over, and any other
+    prompt (a reset prompt) with an empty continuation. ``asked`` keeps each call's prompts."""
 
     def __init__(self, attempts: dict[str, list[str]]):
         self.attempts, self.asked = {q: itertools.cycle(texts) for q, texts in attempts.items()}, []
@@ -84,7 +84,8 @@ class ScriptedAttempts:
 def test_reset_groups_continue_a_failed_attempt_never_a_successful_one():
     """Scripted first attempts: the first question's group is attempted right, wrong, right, wrong, so its reset
     prefix comes from the wrong attempt; the second question is always attempted right, so its group solves."""
-    right, wrong = "3 + 4 = 7\n7 * 2 = 14\n14 - 1 = 13\nThe answer is 13.", "3 + 4 = 8\n8 * 2 = 16\n16 - 1 = 15\nThe answer is 15."
+    right = "3 + 4 = 7\n7 * 2 = 14\n14 - 1 = 13\nThe answer is 13."
+    wrong = "3 + 4 = 8\n8 * 2 = 16\n16 - 1 = 15\nThe answer is 15."
     solved = "2 + 2 = 4\n4 * 3 = 12\n12 - 1 = 11\nThe answer is 11."
     first, second = "What is (3 + 4) * 2 - 1?\n", "What is (2 + 2) * 3 - 1?\n"
     policy = ScriptedAttempts({first: [right, wrong, right, wrong], second: [solved] * 4})
