@@ -136,7 +136,7 @@ def unread_answers_hint(texts: list[str], kind: Extractor | str, key: str) -> st
         if found is not None:
             text, answer = found
             line = next((line.strip() for line in reversed(text.splitlines()) if answer in line), answer)
-            return f"{key} is '{kind.value}'; the answers look like '{line}' (answer_extractor '{other.value}' reads them)"
+            return f"{key} is '{kind.value}'; the answers look like '{line}' ('{other.value}' reads them)"
     return f"{key} is '{kind.value}'; no completion states an answer that any extractor reads"
 
 

@@ -150,10 +150,10 @@ class StackTrainer(GRPOTrainer):
     """A GRPOTrainer whose rollouts, rewards, advantages and losses plugins can change.
 
     ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
-    reference answer comes from the dataset column ``answer_column``; ``answer_format`` is how the run's completions
-    state their final answer (:mod:`stackrl.answers`), for the plugins that follow it. ``reward_weights`` maps component names to
-    weights or weight schedules (:mod:`stackrl.weights`; default: the plugin's ``reward_weight()``, 1.0 for the
-    built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
+    reference answer comes from the dataset column ``answer_column``; ``answer_format`` is how the run's
+    completions state their final answer (:mod:`stackrl.answers`), for the plugins that follow it.
+    ``reward_weights`` maps component names to weights or weight schedules (:mod:`stackrl.weights`; default: the
+    plugin's ``reward_weight()``, 1.0 for the built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
     text) are written into every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
@@ -291,10 +291,12 @@ class StackTrainer(GRPOTrainer):
                 hint = f"; {window.hint}" if window.hint else ""
                 logger.warning(
                     "%s acted on nothing up to step %d: 0 of %g %s%s (metric %s/%s)",
-                    plugin, self.state.global_step, window.of, self.plugins.plugins[plugin].activity or "things it could act on",
-                    hint, ACTIVITY, plugin,
+                    plugin, self.state.global_step, window.of, self._activity_words(plugin), hint, ACTIVITY, plugin,
                 )
         self._window_activity = {}
+
+    def _activity_words(self, plugin: str) -> str:
+        return self.plugins.plugins[plugin].activity or "things it could act on"
 
     def activity_summary(self) -> list[str]:
         """One line per plugin of the run: what it acted on, over the run (from this start or resume on)."""
@@ -304,8 +306,9 @@ class StackTrainer(GRPOTrainer):
             if total is None:
                 lines.append(f"{plugin}: reported no activity (a plugin reports it with ctx.acted)")
                 continue
-            what = self.plugins.plugins[plugin].activity or "things it could act on"
-            lines.append(f"{plugin}: {total.acted:g} of {total.of:g} {what} ({total.share:.0%}) over the run")
+            lines.append(
+                f"{plugin}: {total.acted:g} of {total.of:g} {self._activity_words(plugin)} ({total.share:.0%}) over the run"
+            )
         return lines
 
     def _local_slice(self, n_local: int) -> slice:

@@ -262,11 +262,11 @@ class Warns(Plugin):
 
 @dataclass
 class ActsConfig:
-    acted: int = 1  # of 4, reported in the reward stage and again after each step
+    acted: int = 1  # reported in the reward stage (of 4) and again after each step (of 12)
 
 
 class Acts(Plugin):
-    """Reports acting on ``acted`` of 4 things in the reward stage and again after each step: 2 x acted of 8."""
+    """Reports acting on ``acted`` of 4 things in the reward stage and ``acted`` of 12 after each step."""
 
     Config = ActsConfig
     activity = "things it reported"
@@ -278,7 +278,7 @@ class Acts(Plugin):
 
     @hookimpl
     def post_step(self, ctx):
-        ctx.acted(self.config.acted, of=4)
+        ctx.acted(self.config.acted, of=12)
 
 
 class NoOp(Plugin):

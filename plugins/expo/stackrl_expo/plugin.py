@@ -45,7 +45,7 @@ class Expo(stackrl.Plugin):
         # A group without an answer has none to explain toward: it stays GRPO's (a missing column is explain's error).
         groups = [g for g in self.groups_to_explain(correct, size) if answers is None or answers[g * size] is not None]
         ctx.log("explained_groups", len(groups) / max(1, len(correct) // ctx.group_size))
-        ctx.acted(len(groups), of=len(correct) // size, hint="every group had a correct completion: expo explains the others")
+        ctx.acted(len(groups), of=len(correct) // size, hint="each group had a correct completion")
         return explain(ctx, prompts, columns, groups, self.config, where=f"{self.name}.explanation_template",
                        per_group=per_group)
 

@@ -59,7 +59,7 @@ class Sage(stackrl.Plugin):
                 out[row] = self._hinted(prompts, ctx, row, hint)
         self._visit = list(zip(keys, levels))
         ctx.log("hint_level", sum(levels) / len(levels))
-        ctx.acted(len(levels) - levels.count(0), of=len(levels), hint="no prompt's tracked level rose above 0 (sage.level_up_at)")
+        ctx.acted(len(levels) - levels.count(0), of=len(levels), hint="no prompt's level rose above 0 (sage.level_up_at)")
         ctx.log("hinted_groups", sum(level > 0 for level in levels) / len(levels))
         if self.config.train_on_original:
             ctx.train_on_original = True
@@ -99,7 +99,7 @@ class Sage(stackrl.Plugin):
         ctx.log("hint_level", sum(levels) / len(levels))
         ctx.log("rescued_groups", sum(ok and lv > 0 for ok, lv in zip(solved, levels)) / len(levels))
         ctx.acted(len(levels) - levels.count(0), of=len(levels), hint=(
-            f"{failed} groups failed every completion, and sage.hint_source '{self.config.hint_source}' gave none a hint"
+            f"{failed} groups failed every completion; sage.hint_source '{self.config.hint_source}' gave none a hint"
             if failed else "no group failed every completion: sage hints only those"))
         trained_on = original if self.config.train_on_original else samples
         return stackrl.Samples(

@@ -16,7 +16,8 @@ from stackrl.selfinstruct import SelfInstruct, SelfInstructSettings
 
 @dataclass
 class SeRLConfig(AnswerSettings):
-    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify (true, as the authors' check).
+    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify (true, as the
+    # authors' check).
     # The difficulty filter: a group whose mean reward lies outside [min_mean_reward, max_mean_reward] is kept
     # out of the policy loss in training (the authors' --reward_difficulty_bounds 0.2 0.8).
     difficulty_filter: bool = True
