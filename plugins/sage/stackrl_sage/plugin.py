@@ -99,7 +99,7 @@ class Sage(stackrl.Plugin):
         ctx.log("hint_level", sum(levels) / len(levels))
         ctx.log("rescued_groups", sum(ok and lv > 0 for ok, lv in zip(solved, levels)) / len(levels))
         ctx.acted(len(levels) - levels.count(0), of=len(levels), hint=(
-            f"{failed} groups failed every completion; sage.hint_source '{self.config.hint_source}' gave none a hint"
+            f"{failed} group(s) failed every completion; sage.hint_source '{self.config.hint_source}' gave none a hint"
             if failed else "no group failed every completion: sage hints only those"))
         trained_on = original if self.config.train_on_original else samples
         return stackrl.Samples(
