@@ -55,6 +55,8 @@ def cmd_train(args) -> None:
         for metric in ("pass@1", f"maj@{k}"):
             before = f"{evaluations['before'][metric]:.3f} before -> " if "before" in evaluations else ""
             print(f"held-out {metric}: {before}{evaluations['after'][metric]:.3f} after")
+    for line in result["activity"]:
+        print(f"activity: {line}")
     for name, count in sorted(result["warnings"].items()):
         print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
     print(f"run written to {result['run_dir']}; plots in {result['run_dir']}/{PLOTS_DIR}")

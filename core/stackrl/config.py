@@ -62,6 +62,9 @@ class DataSection:
     chat: bool = False  # send the prompt as a user message through the chat template
     system_prompt: Optional[str] = None  # with chat
     answer_column: str = "answer"
+    # How completions state their final answer (boxed, answer_is, last_number, auto): plugins that read final
+    # answers follow it unless their own section sets another. Default: the built-in task's own, else auto.
+    answer_format: Optional[str] = None
     label_free: bool = False  # hide the answer column from rewards and plugins (kept for evaluation)
 
 

@@ -62,6 +62,20 @@ def first_row(section: DataSection, split: str, split_key: str = "data.split") -
         raise ConfigError(f"data.source: cannot read {section.source}: {type(exc).__name__}: {exc}") from exc
 
 
+def answer_format(section: DataSection) -> str:
+    """The run's answer format: ``data.answer_format``, else the built-in task's own, else ``auto``."""
+    from stackrl.answers import Extractor
+    from stackrl.tasks import ANSWER_FORMATS
+
+    chosen = section.answer_format or ANSWER_FORMATS.get(section.source, Extractor.auto.value)
+    runs = [kind.value for kind in Extractor if kind is not Extractor.regex]
+    if chosen not in runs:
+        raise ConfigError(
+            f"data.answer_format: '{chosen}' is none of {', '.join(runs)} (a pattern is a plugin's answer_regex)"
+        )
+    return chosen
+
+
 def template_columns(template: str) -> list[str]:
     """The dataset columns ``template`` formats in (``{question}``, ``{row[0]}`` -> ``row``)."""
     try:

@@ -88,7 +88,7 @@ class Judge:
     """Judges the completions of a rollout as ``settings`` say; ``section`` names the plugin's config section."""
 
     def __init__(self, settings: JudgeSettings, section: str):
-        self.settings = settings
+        self.settings, self.section = settings, section
         if settings.mode is Mode.generate and settings.judge_model != "policy":
             raise ConfigError(
                 f"{section}.judge_model: '{settings.judge_model}' cannot write a judgement, only the live policy can; "
@@ -128,6 +128,11 @@ class Judge:
         else:
             judgements = self._likelihood(ctx, prompts)
         ctx.log("judge_malformed", sum(j is None for j in judgements) / max(1, len(judgements)))
+        formed = sum(j is not None for j in judgements)
+        s, section = self.settings, self.section  # every judged completion counts as the plugin's activity
+        after = f" after {section}.verdict_prefix '{s.verdict_prefix}'" if s.verdict_prefix else ""
+        ctx.acted(formed, of=len(judgements), hint=None if formed else (
+            f"no judgement held a verdict of {section}.scale '{s.scale.value}'{after}; see {section}.judge_template"))
         return judgements
 
     def _generated(self, ctx, prompts) -> list[float | None]:

@@ -21,6 +21,9 @@ class Plugin:
 
     Config: type = NoConfig
     name: str = ""
+    # What ``ctx.acted(n, of=m)`` counts, read as "n of m <activity>" ("completions had an answer it could score"):
+    # the run's log and its closing summary say it in these words.
+    activity: str = ""
 
     def __init__(self, config=None):
         self.config = config if config is not None else self.Config()

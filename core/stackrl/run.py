@@ -17,7 +17,7 @@ from trl import GRPOConfig
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
-from stackrl.data import format_prompt, load_prompts
+from stackrl.data import answer_format, format_prompt, load_prompts
 from stackrl.errors import ConfigError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
@@ -67,6 +67,7 @@ def validate(config: LoadedConfig) -> tuple[PluginManager, list[str]]:
         reward_schedules(reward_weights(config), components, default_reward_weights(manager))
         loss_weights_by_name(config.host.losses, manager.implementers("loss_term"))
         _check_needed_rewards(manager, components)
+        answer_format(config.host.data)
         grpo_args(config)
         notes = check_inputs(config)
     return manager, [config.origins.name(note) for note in notes]
@@ -191,6 +192,7 @@ def build_trainer(
         plugins=plugins,
         outcome_rewards=outcome_rewards(config),
         answer_column=host.data.answer_column,
+        answer_format=answer_format(host.data),
         reward_weights=reward_weights(config),
         loss_weights=dict(host.losses),
         run_files=files,
@@ -293,8 +295,8 @@ def _stored_evaluations(run_dir: str) -> dict:
 
 def train(config: LoadedConfig, resume=None) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
-    Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``) and the occurrences
-    of each plugin warning (``ctx.warn``).
+    Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``), the occurrences
+    of each plugin warning (``ctx.warn``) and a line per plugin saying what it acted on (``ctx.acted``).
 
     A resumed run reports the "before" figures its first run stored in the run folder. Ctrl-C stops training with
     :class:`TrainingInterrupted`, which names the run's last checkpoint.
@@ -335,7 +337,8 @@ def train(config: LoadedConfig, resume=None) -> dict:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
         plot_runs([run_dir])
-    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings)}
+    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings),
+            "activity": trainer.activity_summary()}
 
 
 def _check_evaluated_skill(config: LoadedConfig) -> None:

@@ -107,6 +107,15 @@ def privileged(rollout: Rollout, template: str) -> Rollout | None:
     return rollout if len(rows) == len(rollout) else rollout.select(rows)
 
 
+def distilled(ctx, template: str) -> Rollout | None:
+    """:func:`privileged` of a loss term's micro-batch, ``ctx.rollout``, its rows reported as the plugin's activity:
+    ``ctx.acted(rows with the context, of=the micro-batch's rows)``."""
+    rollout = privileged(ctx.rollout, template)
+    ctx.acted(0 if rollout is None else len(rollout), of=len(ctx.rollout),
+              hint="no row had the teacher's context (a row without an answer has none)")
+    return rollout
+
+
 # -- the config keys the self-teacher plugins share ------------------------------------------------------------------
 
 # The teachers every self-teacher plugin offers: the live policy and the frozen reference. Some add their own

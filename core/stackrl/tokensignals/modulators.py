@@ -18,6 +18,16 @@ def per_token(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return advantages * mask
 
 
+def acted_on_tokens(ctx, advantages: torch.Tensor, reshaped: torch.Tensor, mask: torch.Tensor, hint: str | None = None):
+    """Report the completion tokens whose advantage ``reshaped`` changed from ``advantages`` as the plugin's activity
+    (``ctx.acted``, of every completion token), and return ``reshaped``."""
+    before = per_token(advantages, mask)
+    changed = ((reshaped - before).abs() > 1e-6 * (1 + before.abs())) & mask.bool()
+    hint = hint or "no token's advantage changed: no row had the teacher's context, or every advantage was 0"
+    ctx.acted(int(changed.sum()), of=int(mask.sum()), hint=hint)
+    return reshaped
+
+
 def mean_one(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Positive ``weights`` scaled per sequence so that their mean over the sequence's tokens is 1."""
     mask = mask.to(weights.dtype)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import generalized_jsd, privileged, student_and_teacher
+from stackrl.teacher import distilled, generalized_jsd, student_and_teacher
 from stackrl.tokensignals import CollapseGate, SignalContext, TokenSignals
 from stackrl_antisd.config import AntisdConfig, check
 
@@ -25,6 +25,7 @@ class Antisd(Plugin):
     gate on the teacher's batch entropy (decided in the advantage stage, from the whole batch, before its loss)."""
 
     Config = AntisdConfig
+    activity = "completions had the teacher's context to move away from, while the gate was open"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -62,8 +63,11 @@ class Antisd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
-        if not self.gate.is_open or rollout is None:
+        if not self.gate.is_open:
+            ctx.acted(0, of=len(ctx.rollout), hint="its entropy gate has closed (antisd.gate_threshold)")
+            return None
+        rollout = distilled(ctx, self.config.teacher_template)  # a row without an answer has no teacher
+        if rollout is None:
             return None
         student, teacher = student_and_teacher(
             ctx, rollout, self.config.teacher_template, teacher=self.config.teacher,

@@ -9,7 +9,7 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, inverse_sensitivity, reallocate
+from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, inverse_sensitivity, reallocate
 
 SENSITIVITIES = ("sum", "max")
 
@@ -55,6 +55,7 @@ class Cscr(Plugin):
     """``A_t = A * w_t * T / sum w``, ``w_t = 1 / (1 + strength * s_t)``, ``s_t`` the counterfactual sensitivity."""
 
     Config = CscrConfig
+    activity = "completion tokens had their advantage reweighted"
 
     def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""
@@ -72,4 +73,4 @@ class Cscr(Plugin):
         if shifted.any():  # the paper's diagnostic: most shifted tokens move the same way under both claims
             ctx.log("same_direction", (up.sign() == down.sign())[shifted].float().mean().item())
         weights = inverse_sensitivity(sensitivity(up, down, self.config.sensitivity), self.config.strength)
-        return reallocate(advantages, weights * mask, mask)
+        return acted_on_tokens(ctx, advantages, reallocate(advantages, weights * mask, mask), mask)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import generalized_jsd, privileged, student_and_teacher
+from stackrl.teacher import distilled, generalized_jsd, student_and_teacher
 from stackrl.tokensignals import entropy_and_topk_mass
 from stackrl_dasd.config import DasdConfig, check
 
@@ -35,6 +35,7 @@ class Dasd(Plugin):
     low-entropy tokens and ascends a bounded one on high-entropy tokens."""
 
     Config = DasdConfig
+    activity = "completions had the teacher's context to distil on"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -42,7 +43,7 @@ class Dasd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        rollout = distilled(ctx, self.config.teacher_template)  # a row without an answer has no teacher
         if rollout is None:
             return None
         student, teacher = student_and_teacher(

@@ -19,6 +19,7 @@ class Eepo(stackrl.Plugin):
     """
 
     Config = EepoConfig
+    activity = "completions were sampled by the copy after its unlearning step"
     SNAPSHOT = "eepo"
 
     def __init__(self, config=None):
@@ -51,6 +52,8 @@ class Eepo(stackrl.Plugin):
             )
             ctx.log("unlearning_loss", losses[0])
         ctx.log("unlearned", float(unlearn))
+        ctx.acted(len(second_rows) if unlearn else 0, of=len(prompts),
+                  hint="the first half's entropy estimate stayed at or above eepo.entropy_threshold")
         second = ctx.generate([prompts[i] for i in second_rows], model=self.SNAPSHOT if unlearn else "policy")
         completion_ids, stage = [None] * len(prompts), [0] * len(prompts)
         for i, g in zip(first_rows, first):

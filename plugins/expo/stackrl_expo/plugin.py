@@ -24,6 +24,7 @@ class Expo(stackrl.Plugin):
     learnt from the original prompt as a weighted likelihood term (``loss``) or as the group's positive (``insert``)."""
 
     Config = ExpoConfig
+    activity = "groups got explanations"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -44,6 +45,7 @@ class Expo(stackrl.Plugin):
         # A group without an answer has none to explain toward: it stays GRPO's (a missing column is explain's error).
         groups = [g for g in self.groups_to_explain(correct, size) if answers is None or answers[g * size] is not None]
         ctx.log("explained_groups", len(groups) / max(1, len(correct) // ctx.group_size))
+        ctx.acted(len(groups), of=len(correct) // size, hint="each group had a correct completion")
         return explain(ctx, prompts, columns, groups, self.config, where=f"{self.name}.explanation_template",
                        per_group=per_group)
 

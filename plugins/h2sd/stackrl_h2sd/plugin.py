@@ -61,6 +61,7 @@ class H2sd(Plugin):
     (a loss term)."""
 
     Config = H2sdConfig
+    activity = "completions got hindsight credit (correct ones) or a hinted teacher to distil from (failed ones)"
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
@@ -79,7 +80,11 @@ class H2sd(Plugin):
         hindsight = SignalContext(f"{self.name}.success_template", self.config.success_template)
         gap = signals.gap(hindsight, model=self.config.teacher, temperature=self.temperature(ctx))
         correct = self.correct(ctx.rollout, ctx.step)
-        return success_advantages(advantages, gap, correct, signals.mask, self.config.clip, self.config.normalize)
+        reshaped = success_advantages(advantages, gap, correct, signals.mask, self.config.clip, self.config.normalize)
+        credited = (reshaped != per_token(advantages, signals.mask)).any(dim=1) & correct
+        failed = [i for i in privileged_rows(ctx.rollout, self.config.hint_template) if not correct[i]]
+        ctx.acted(int(credited.sum()) + len(failed), of=len(ctx.rollout))
+        return reshaped
 
     def failure_divergence(self, ctx, rollout, *, grad: bool) -> torch.Tensor:
         """Reverse KL(student || hinted teacher) at every completion token of ``rollout``, ``(P,)``."""

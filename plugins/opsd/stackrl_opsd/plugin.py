@@ -26,6 +26,7 @@ class Opsd(Plugin):
     """On-policy self-distillation: a generalized-JSD loss term to the privileged self-teacher on every token."""
 
     Config = OpsdConfig
+    activity = "completions were distilled on (the teacher's context; with correct_only, correct ones)"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -63,6 +64,8 @@ class Opsd(Plugin):
     @hookimpl
     def loss_term(self, ctx):
         rows = self.rows_to_distill(ctx.rollout, ctx.step)
+        ctx.acted(len(rows), of=len(ctx.rollout), hint="no row had the teacher's context" + (
+            ", or none passed opsd.correct_reward (opsd.correct_only)" if self.config.correct_only else ""))
         ctx.log("distilled_rows", len(rows) / max(1, len(ctx.rollout)))
         if not rows:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import forward_kl, position_weights, privileged, student_and_teacher
+from stackrl.teacher import distilled, forward_kl, position_weights, student_and_teacher
 from stackrl_pwopsd.config import PwOpsdConfig, check
 
 
@@ -29,6 +29,7 @@ class PwOpsd(Plugin):
     reliable, weigh more."""
 
     Config = PwOpsdConfig
+    activity = "completions had the teacher's context to distil on"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -36,7 +37,7 @@ class PwOpsd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        rollout = distilled(ctx, self.config.teacher_template)  # a row without an answer has no teacher
         if rollout is None:
             return None
         # The mean over the micro-batch's tokens, as opsd's: with mean-1 weights per completion, only where in a

@@ -21,6 +21,7 @@ ATTEMPT_CORRECT = "attempt_correct"  # column: the verified attempt's real corre
 
 class Rise(Plugin):
     Config = RiseConfig
+    activity = "groups judged an on-policy attempt"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -36,6 +37,7 @@ class Rise(Plugin):
         # A group without an answer has no attempt to tell right from wrong: it solves, and rise leaves it unscored.
         group_roles = [SOLVE if answers[g * size] is None else role for g, role in enumerate(group_roles)]
         attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
+        ctx.acted(len(attempts), of=len(group_roles), hint=f"{self.name}.verify_share is {self.config.verify_share}")
         rows = [
             judge_prompt(text_prompt(prompt, role=VERIFY), attempts[i // size]) if i // size in attempts else prompt
             for i, prompt in enumerate(prompts)

@@ -8,7 +8,7 @@ from typing import Optional
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
+from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate
 
 MODES = ("additive", "magnitude")
 
@@ -46,6 +46,7 @@ class Rlcsd(Plugin):
     """``c_t = log pi(y_t | x, correct hint) - log pi(y_t | x, wrong hint)`` added to (or weighting) GRPO's."""
 
     Config = RlcsdConfig
+    activity = "completion tokens had their advantage reweighted"
 
     def hints(self) -> tuple[SignalContext, SignalContext]:
         """The correct and the wrong hint, as the contexts the tokens are scored under."""
@@ -66,6 +67,8 @@ class Rlcsd(Plugin):
         if hinted.any():
             ctx.log("contrast_mean", (contrast.sum() / hinted.sum()).item())
         if self.config.mode == "magnitude":
-            return reallocate(advantages, magnitude_weights(contrast, advantages, mask, self.config.clip), mask)
-        bonus = self.config.coefficient * contrast.clamp(-self.config.clip, self.config.clip)
-        return per_token(advantages, mask) + bonus * mask
+            reshaped = reallocate(advantages, magnitude_weights(contrast, advantages, mask, self.config.clip), mask)
+        else:
+            bonus = self.config.coefficient * contrast.clamp(-self.config.clip, self.config.clip)
+            reshaped = per_token(advantages, mask) + bonus * mask
+        return acted_on_tokens(ctx, advantages, reshaped, mask)

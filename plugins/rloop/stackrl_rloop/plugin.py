@@ -20,6 +20,7 @@ class Rloop(stackrl.Plugin):
     """
 
     Config = RloopConfig
+    activity = "completions were new successes of hard groups, kept for the fine-tuning phase"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -67,6 +68,8 @@ class Rloop(stackrl.Plugin):
                     self.buffer.append(pair)
                     kept += 1
         ctx.log("kept", kept)
+        ctx.acted(kept, of=len(rollout), hint=f"no group at or below rloop.max_pass_rate {self.config.max_pass_rate} "
+                  f"had a success (rloop.reward {self.config.reward!r} at rloop.success_threshold)")
 
     @stackrl.hookimpl
     def state_dict(self):

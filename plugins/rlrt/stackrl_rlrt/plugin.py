@@ -10,7 +10,9 @@ import torch
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
+from stackrl.tokensignals import (
+    SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate, route,
+)
 
 INCORRECT = ("grpo", "rlsd")
 
@@ -52,6 +54,7 @@ class Rlrt(Plugin):
     """Correct rollouts: ``A_t = A * exp(-clip(log pi_T - log pi_S))``; incorrect ones: GRPO (or RLSD)."""
 
     Config = RlrtConfig
+    activity = "completion tokens had their advantage reweighted"
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
@@ -72,5 +75,5 @@ class Rlrt(Plugin):
         self_driven = (gap < -self.config.self_driven_margin) & signals.mask.bool() & correct.unsqueeze(1)
         ctx.log("boosted_per_correct_row", self_driven.sum().item() / max(1, int(correct.sum())))
         if self.config.normalize:
-            return reallocate(advantages, weights, signals.mask)
-        return per_token(advantages, signals.mask) * weights
+            return acted_on_tokens(ctx, advantages, reallocate(advantages, weights, signals.mask), signals.mask)
+        return acted_on_tokens(ctx, advantages, per_token(advantages, signals.mask) * weights, signals.mask)

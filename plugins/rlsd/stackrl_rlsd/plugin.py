@@ -8,7 +8,7 @@ from typing import Optional
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
+from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate
 
 
 
@@ -36,6 +36,7 @@ class Rlsd(Plugin):
     """``A_t = A * exp(sign(A) * clip(log pi_T(y_t) - log pi_S(y_t)))``, normalised per sequence."""
 
     Config = RlsdConfig
+    activity = "completion tokens had their advantage reweighted"
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
@@ -47,5 +48,5 @@ class Rlsd(Plugin):
         if covered.any():
             ctx.log("gap_mean", (gap.sum() / covered.sum()).item())
         if self.config.normalize:
-            return reallocate(advantages, weights, signals.mask)
-        return per_token(advantages, signals.mask) * weights
+            return acted_on_tokens(ctx, advantages, reallocate(advantages, weights, signals.mask), signals.mask)
+        return acted_on_tokens(ctx, advantages, per_token(advantages, signals.mask) * weights, signals.mask)

@@ -19,6 +19,7 @@ RETRY_CORRECT = "retry_correct"  # column: whether the retry after this row's re
 
 class Rrr(Plugin):
     Config = RrrConfig
+    activity = "groups reflected on a failed attempt"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -59,6 +60,7 @@ class Rrr(Plugin):
         retry_correct = [None] * len(prompts)
         for i, retry in zip(reflecting, retries):
             retry_correct[i] = bool(self.is_correct(retry.text, answers[i]))
+        ctx.acted(len(failed), of=groups, hint=f"no group failed any of its rrr.attempts {self.config.attempts}")
         ctx.log("failed_groups", len(failed) / groups)
         return Samples(
             completion_ids=[g.completion_ids for g in reflections],

@@ -21,6 +21,7 @@ STAGE_COLUMN = "score_stage"  # column: the stage each row was generated in (1 o
 
 class Score(Plugin):
     Config = ScoreConfig
+    activity = "completions made a second attempt, each attempt credited"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -54,6 +55,7 @@ class Score(Plugin):
         if SEGMENTS_COLUMN not in rollout.columns:  # evaluation: plain solutions, scored by the outcome rewards
             return [None] * len(rollout)
         correct = self._correct(rollout)
+        ctx.acted(sum(len(c) > 1 for c in correct), of=len(correct))
         for name, value in transitions([c[0] for c in correct], [c[1] for c in correct]).items():
             ctx.log(name, value)
         ctx.log("first_attempt_correct", sum(c[0] for c in correct) / len(correct))

@@ -22,10 +22,11 @@ CANDIDATE_ANSWERS = "candidate_answers"  # column: per debate row, the final ans
 
 class Sdrl(Plugin):
     Config = SdrlConfig
+    activity = "groups answered after a debate context"
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.extract = extractor_of(self.config, "sdrl")
+        extractor_of(self.config, "sdrl")  # refuses a bad answer_regex before training
         self.is_correct = OUTCOME_REWARDS[self.config.metric]
         share = self.config.debate_share
         self.shares = {RETRY: 1.0} if share == 1 else {SOLVE: 1 - share, RETRY: share}
@@ -39,14 +40,16 @@ class Sdrl(Plugin):
         if not ctx.training:  # held-out evaluation measures plain solving
             return None
         size, config = ctx.group_size, self.config
+        extract = extractor_of(config, "sdrl", ctx.answer_format)
         answers = self._answers(ctx.rollout_columns)
         group_roles = assign_roles(len(prompts) // size, self.shares, key="sdrl.debate_share")
         pools = first_turns(prompts, group_roles, {RETRY}, ctx, samples=config.candidates)
+        ctx.acted(len(pools), of=len(group_roles))
         contexts, shown, pooled = {}, {}, {}
         for group, candidates in pools.items():
             texts = [c.text for c in candidates]
-            pooled[group] = [self.extract(t) for t in texts]
-            chosen = [texts[i] for i in diverse_candidates(texts, config.context_size, self.extract, config.math_verify)]
+            pooled[group] = [extract(t) for t in texts]
+            chosen = [texts[i] for i in diverse_candidates(texts, config.context_size, extract, config.math_verify)]
             contexts[group] = debate_prompt(text_prompt(prompts[group * size], role=RETRY), chosen, config.candidate_template)
             answer = answers[group * size]  # none: the candidates' correctness is unknown
             shown[group] = None if answer is None else [bool(self.is_correct(t, answer)) for t in chosen]

@@ -29,3 +29,4 @@ class SelfVerifyConfig(RiseConfig):
 
 class SelfVerify(Rise):
     Config = SelfVerifyConfig
+    activity = "groups verified an on-policy attempt"
