@@ -16,12 +16,16 @@ a hint, an assertion that the answer is right or wrong) into per-token credit sh
 from stackrl.tokensignals.contexts import DERIVED_FIELDS, REFERENCE, STUDENT, SignalContext, derived_fields
 from stackrl.tokensignals.gates import CollapseGate
 from stackrl.tokensignals.modulators import (
+    bounded_weights,
     entropy_gate,
     inverse_sensitivity,
+    linear_decay,
     magnitude_weights,
     mean_one,
+    mixed,
     per_token,
     reallocate,
+    reweight,
     route,
 )
 from stackrl.tokensignals.service import TokenSignals
@@ -34,13 +38,17 @@ __all__ = [
     "STUDENT",
     "SignalContext",
     "TokenSignals",
+    "bounded_weights",
     "derived_fields",
     "entropy_and_topk_mass",
     "entropy_gate",
     "inverse_sensitivity",
+    "linear_decay",
     "magnitude_weights",
     "mean_one",
+    "mixed",
     "per_token",
     "reallocate",
+    "reweight",
     "route",
 ]
