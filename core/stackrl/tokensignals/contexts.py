@@ -135,8 +135,9 @@ def _siblings(rollout: Rollout, answers: list[str | None], fields: dict) -> None
     in cyclic order from the row's, split into correct ones and wrong ones that state an answer."""
     size = rollout.group_size
     for i in privileged_rows(rollout, columns=("solution",)):
-        start = i // size * size
-        others = [start + (i - start + step) % size for step in range(1, size)]
+        group = list(range(i // size * size, min((i // size + 1) * size, len(rollout))))  # a selection may cut it
+        at = group.index(i)
+        others = group[at + 1 :] + group[:at]
         texts = {j: rollout.completions[j] for j in others}
         correct = [j for j in others if answers[j] is not None and exact_match(texts[j], answers[j])]
         wrong = [j for j in others if j not in correct and extract_answer(texts[j]) is not None]
