@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_settings, privileged_rows
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
 from stackrl.tokensignals.contexts import WRONG_SIBLINGS
 
@@ -103,11 +103,14 @@ class Rlcsd(Plugin):
             return reallocate(advantages, magnitude_weights(contrast, advantages, mask, config.clip), mask)
         if config.mode == "additive":
             return per_token(advantages, mask) + config.coefficient * contrast.clamp(-config.clip, config.clip) * mask
-        unhinted = (hinted.sum(1) == 0) & (mask.sum(1) > 0)
-        ctx.rollout.exclude_from_loss(unhinted.nonzero().flatten().tolist())
+        # A row with an answer but without both hints is dropped, as the authors drop it; a row without an answer
+        # has no privileged signal at all and stays GRPO's, as under every method on the block.
+        answered = torch.zeros(len(mask), dtype=torch.bool)
+        answered[privileged_rows(ctx.rollout)] = True
+        ctx.rollout.exclude_from_loss((answered & (hinted.sum(1) == 0)).nonzero().flatten().tolist())
         reshaped, selected = residual_advantages(
             advantages, contrast, hinted, scale=config.scale, tau=config.tau, select=config.select,
             selected_weight=config.selected_weight,
         )
         ctx.log("selected_share", (selected.sum() / hinted.sum().clamp_min(1)).item())
-        return reshaped
+        return torch.where(answered.unsqueeze(1), reshaped, per_token(advantages, mask))
