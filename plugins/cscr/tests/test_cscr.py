@@ -105,7 +105,8 @@ def test_the_papers_diagnostic_reproduces_and_accuracy_holds():
     found = mechanism.diagnostic(problems=32, seed=0)
     assert found["shifted"] >= 100
     assert found["same_direction"] > 0.6, found      # most shifted tokens move the same way under both claims
-    assert found["top_credit"] < 0.5 * found["top_tokens"], found
+    # the most sensitive tenth gets less than its share of the tokens, and the floor keeps it about half of it
+    assert 0.4 * found["top_tokens"] < found["top_credit"] < 0.8 * found["top_tokens"], found
     heldout = 64
     accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
     p = accuracy["grpo"]

@@ -41,11 +41,12 @@ def signal_shares(problems: int, seed: int) -> dict[str, float]:
         digits[i, : len(ids)] = torch.tensor([decode([t]).strip().isdigit() for t in ids], dtype=torch.bool)
         lines = line_index(trainer.processing_class, ids)
         answer[i, : len(ids)] = torch.tensor([line == lines[-1] for line in lines]) & digits[i, : len(ids)]
-    correct = (rollout.rewards["exact_match"] == 1).unsqueeze(1) & mask.bool()
+    digits, answer = digits & mask.bool(), answer & mask.bool()  # the rows with both hints only
+    correct = (rollout.rewards["exact_match"] == 1).unsqueeze(1)
     share = lambda signal: (signal.abs() * digits).sum().item() / (signal.abs() * mask).sum().item()  # noqa: E731
     return {
         "answer_correct": contrast[answer & correct].mean().item(),
-        "answer_wrong": contrast[answer & ~correct & mask.bool()].mean().item(),
+        "answer_wrong": contrast[answer & ~correct].mean().item(),
         "hinted_rows": (mask.sum(1) > 0).float().mean().item(),
         "contrast": share(contrast), "gap": share(gap), "tokens": (digits.sum() / mask.sum()).item(),
     }
