@@ -19,7 +19,9 @@ ANSWERED, ANSWERLESS = [0, 1], [2, 3]
 
 # The advantage-stage methods, with settings that make each touch every row it may (trace: spans on every line).
 RESHAPERS = {
-    "rlsd": {}, "rlrt": {"incorrect": "rlsd"}, "cscr": {}, "rlcsd": {}, "h2sd": {},
+    "rlsd": {}, "rlrt": {"incorrect": "rlsd"}, "cscr": {}, "h2sd": {},
+    # groups of two have no sibling hints: the reference and a wrong solution instead
+    "rlcsd": {"positive_template": "{solution}\n\n{prompt}", "negative_template": "{wrong_solution}\n\n{prompt}"},
     "trace": {"spans": "rule", "span_pattern": "=", "route": "both", "teacher": "policy"},
 }
 # The loss terms on the teacher block.

@@ -17,12 +17,16 @@ from stackrl.tokensignals.contexts import DERIVED_FIELDS, REFERENCE, STUDENT, Si
 from stackrl.tokensignals.gates import CollapseGate
 from stackrl.tokensignals.modulators import (
     acted_on_tokens,
+    bounded_weights,
     entropy_gate,
     inverse_sensitivity,
+    linear_decay,
     magnitude_weights,
     mean_one,
+    mixed,
     per_token,
     reallocate,
+    reweight,
     route,
 )
 from stackrl.tokensignals.service import TokenSignals
@@ -36,13 +40,17 @@ __all__ = [
     "SignalContext",
     "TokenSignals",
     "acted_on_tokens",
+    "bounded_weights",
     "derived_fields",
     "entropy_and_topk_mass",
     "entropy_gate",
     "inverse_sensitivity",
+    "linear_decay",
     "magnitude_weights",
     "mean_one",
+    "mixed",
     "per_token",
     "reallocate",
+    "reweight",
     "route",
 ]
