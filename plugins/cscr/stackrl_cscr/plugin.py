@@ -42,6 +42,8 @@ class CscrConfig:
             raise ConfigError(f"cscr.sensitivity: must be one of {', '.join(SENSITIVITIES)}, not '{self.sensitivity}'")
         if self.strength < 0:
             raise ConfigError(f"cscr.strength: must be non-negative, not {self.strength}")
+        if self.shift_threshold < 0:
+            raise ConfigError(f"cscr.shift_threshold: must be non-negative (nats), not {self.shift_threshold}")
 
 
 def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind: str) -> torch.Tensor:

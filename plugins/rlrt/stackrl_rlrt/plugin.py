@@ -53,6 +53,9 @@ class Rlrt(Plugin):
 
     Config = RlrtConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
 

@@ -37,6 +37,9 @@ class Rlsd(Plugin):
 
     Config = RlsdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
         signals = TokenSignals.of(ctx)

@@ -28,6 +28,10 @@ class Score(Plugin):
         self.stage = 1 if self.config.stage_two_step > 0 else 2
         self.switched_at: int | None = None  # the step stage II began at
 
+    def check_run(self, run):
+        # Stage II begins after the step `stage_two_step`: its first rollout trains the step after.
+        return [run.past_end("score.stage_two_step", self.config.stage_two_step + 1, "stage II trains")]
+
     @hookimpl
     def generate_rollout(self, prompts, ctx):
         if not ctx.training:  # held-out evaluation measures plain solving
