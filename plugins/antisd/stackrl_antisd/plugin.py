@@ -26,6 +26,9 @@ class Antisd(Plugin):
 
     Config = AntisdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     def __init__(self, config=None):
         super().__init__(config)
         check(self.config)

@@ -40,6 +40,9 @@ class BetaOpsd(Plugin):
 
     Config = BetaOpsdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     def __init__(self, config=None):
         super().__init__(config)
         check(self.config)

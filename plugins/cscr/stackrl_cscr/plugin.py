@@ -58,6 +58,10 @@ class Cscr(Plugin):
 
     Config = CscrConfig
 
+    def check_run(self, run):
+        run.check_template(self, "correct_template")
+        run.check_template(self, "incorrect_template")
+
     def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""
         signals = TokenSignals.of(ctx)

@@ -36,6 +36,9 @@ class Dasd(Plugin):
 
     Config = DasdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     def __init__(self, config=None):
         super().__init__(config)
         check(self.config)

@@ -62,6 +62,10 @@ class H2sd(Plugin):
 
     Config = H2sdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "success_template")
+        run.check_template(self, "hint_template")
+
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
 

@@ -27,6 +27,9 @@ class Opsd(Plugin):
 
     Config = OpsdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     def __init__(self, config=None):
         super().__init__(config)
         check(self.config)

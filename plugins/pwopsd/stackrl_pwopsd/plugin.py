@@ -30,6 +30,9 @@ class PwOpsd(Plugin):
 
     Config = PwOpsdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "teacher_template")
+
     def __init__(self, config=None):
         super().__init__(config)
         check(self.config)

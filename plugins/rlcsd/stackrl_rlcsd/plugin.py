@@ -47,6 +47,10 @@ class Rlcsd(Plugin):
 
     Config = RlcsdConfig
 
+    def check_run(self, run):
+        run.check_template(self, "positive_template")
+        run.check_template(self, "negative_template")
+
     def hints(self) -> tuple[SignalContext, SignalContext]:
         """The correct and the wrong hint, as the contexts the tokens are scored under."""
         return (SignalContext(f"{self.name}.positive_template", self.config.positive_template),
