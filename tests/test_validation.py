@@ -78,7 +78,7 @@ NOTED = [
                                                                                         "digit_reward": {0: 0, 5: 1}}},
      [], "a.yaml: rewards.digit_reward: its first non-zero weight counts from step 6, after the run's last step "
          "(trainer.max_steps=5)"),
-    ("score's stage II after the run", {"plugins": ["score"]}, ["score.stage_two_step=5"],
+    ("score's stage II after the run", {"plugins": ["score"], "score": {"first_attempt_kl": 0}}, ["score.stage_two_step=5"],
      "command line (score.stage_two_step), a.yaml (trainer.max_steps): score.stage_two_step: stage II trains from "
      "step 6, after the run's last step (trainer.max_steps=5)"),
     ("mrrlvr's stage 2 after the run", {"plugins": ["mrrlvr"]}, [],
@@ -114,13 +114,13 @@ def test_settings_that_will_not_act_as_written_are_noted(workdir, tree, override
 
 
 def test_a_config_that_acts_as_written_gets_no_note(workdir, capsys):
-    tree = {"plugins": ["score", "rloop"], "log_samples": 1, "data": {"size": 3}}
+    tree = {"plugins": ["score", "rloop"], "log_samples": 1, "data": {"size": 3}, "trainer": {**TRAINER, "beta": 0.01}}
     code, _, err = validate(workdir, tree, ["score.stage_two_step=4", "rloop.iteration_steps=5"], capsys)
     assert (code, err) == (0, "")
 
 
 def test_validate_says_who_claims_each_exclusive_hook(workdir, capsys):
-    code, out, _ = validate(workdir, {"plugins": ["score"]}, [], capsys)
+    code, out, _ = validate(workdir, {"plugins": ["score"]}, ["score.first_attempt_kl=0"], capsys)
     assert out == ("config ok: plugins in call order: score; generate_rollout by score; estimate_advantages by "
                    "score\n")
     code, out, _ = validate(workdir, {}, [], capsys)

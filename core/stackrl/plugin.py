@@ -24,6 +24,7 @@ class RunFacts:
     columns: tuple[str, ...] | None  # the training data's columns; None where known only once loaded (a hub dataset)
     builtin_columns: tuple[str, ...]  # the built-in task's columns, which plugins' default templates read
     chat: bool  # prompts are chat messages (data.chat)
+    reference: bool  # a reference model is at hand (trainer.beta above 0, or the LoRA adapter's base)
     source: str  # data.source
     components: tuple[str, ...]  # the run's reward components
 
@@ -40,6 +41,14 @@ class RunFacts:
         if self.columns is not None and column not in self.columns:
             raise ConfigError(
                 f"{key}: data.source ({self.source}) has no column '{column}', {why}; columns: {', '.join(self.columns)}"
+            )
+
+    def need_reference(self, key: str, what: str) -> None:
+        """Refuse a setting that reads the reference model (``ctx.score(model="reference")``) in a run without one."""
+        if not self.reference:
+            raise ConfigError(
+                f"{key}: {what} the reference model, which this run lacks; set trainer.beta above 0 (TRL then loads "
+                "one) or use model.lora (its base is the reference)"
             )
 
     def check_template(self, plugin: "Plugin", key: str, own: tuple[str, ...] = ()) -> None:

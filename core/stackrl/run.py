@@ -108,6 +108,7 @@ def run_facts(config: LoadedConfig, args: GRPOConfig, columns, components) -> Ru
         columns=columns,
         builtin_columns=tuple(TASKS["arithmetic"](split="train", seed=0, size=1).column_names),
         chat=config.host.data.chat,
+        reference=args.beta > 0 or config.host.model.lora is not None,
         source=config.host.data.source,
         components=tuple(components),
     )

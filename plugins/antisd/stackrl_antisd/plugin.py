@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import generalized_jsd, privileged, student_and_teacher
+from stackrl.teacher import check_teacher_run, generalized_jsd, privileged, student_and_teacher
 from stackrl.tokensignals import CollapseGate, SignalContext, TokenSignals
 from stackrl_antisd.config import AntisdConfig, check
 
@@ -27,7 +27,7 @@ class Antisd(Plugin):
     Config = AntisdConfig
 
     def check_run(self, run):
-        run.check_template(self, "teacher_template")
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

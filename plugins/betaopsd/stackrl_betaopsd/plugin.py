@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import geometric_interpolation, privileged, score_student, student_and_teacher
+from stackrl.teacher import check_teacher_run, geometric_interpolation, privileged, score_student, student_and_teacher
 from stackrl_betaopsd.config import BetaOpsdConfig, check
 from stackrl_betaopsd.loss import trajectory_divergence
 
@@ -41,7 +41,7 @@ class BetaOpsd(Plugin):
     Config = BetaOpsdConfig
 
     def check_run(self, run):
-        run.check_template(self, "teacher_template")
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, inverse_sensitivity, reallocate
 
 SENSITIVITIES = ("sum", "max")
@@ -59,8 +59,7 @@ class Cscr(Plugin):
     Config = CscrConfig
 
     def check_run(self, run):
-        run.check_template(self, "correct_template")
-        run.check_template(self, "incorrect_template")
+        check_teacher_run(run, self, "correct_template", "incorrect_template")
 
     def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""

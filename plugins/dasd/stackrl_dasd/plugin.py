@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import generalized_jsd, privileged, student_and_teacher
+from stackrl.teacher import check_teacher_run, generalized_jsd, privileged, student_and_teacher
 from stackrl.tokensignals import entropy_and_topk_mass
 from stackrl_dasd.config import DasdConfig, check
 
@@ -37,7 +37,7 @@ class Dasd(Plugin):
     Config = DasdConfig
 
     def check_run(self, run):
-        run.check_template(self, "teacher_template")
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import forward_kl, position_weights, privileged, student_and_teacher
+from stackrl.teacher import check_teacher_run, forward_kl, position_weights, privileged, student_and_teacher
 from stackrl_pwopsd.config import PwOpsdConfig, check
 
 
@@ -31,7 +31,7 @@ class PwOpsd(Plugin):
     Config = PwOpsdConfig
 
     def check_run(self, run):
-        run.check_template(self, "teacher_template")
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -7,7 +7,7 @@ from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
 
 MODES = ("additive", "magnitude")
@@ -48,8 +48,7 @@ class Rlcsd(Plugin):
     Config = RlcsdConfig
 
     def check_run(self, run):
-        run.check_template(self, "positive_template")
-        run.check_template(self, "negative_template")
+        check_teacher_run(run, self, "positive_template", "negative_template")
 
     def hints(self) -> tuple[SignalContext, SignalContext]:
         """The correct and the wrong hint, as the contexts the tokens are scored under."""

@@ -9,7 +9,7 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
 
 INCORRECT = ("grpo", "rlsd")
@@ -54,7 +54,7 @@ class Rlrt(Plugin):
     Config = RlrtConfig
 
     def check_run(self, run):
-        run.check_template(self, "teacher_template")
+        check_teacher_run(run, self, "teacher_template")
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}

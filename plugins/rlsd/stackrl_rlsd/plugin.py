@@ -7,7 +7,7 @@ from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
 
 
@@ -38,7 +38,7 @@ class Rlsd(Plugin):
     Config = RlsdConfig
 
     def check_run(self, run):
-        run.check_template(self, "teacher_template")
+        check_teacher_run(run, self, "teacher_template")
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
