@@ -99,8 +99,8 @@ NOTED = [
     ("rows without an answer", {"data": {"source": "rows.jsonl"}}, [],
      "a.yaml: data.answer_column: 1 of 3 rows of rows.jsonl have no 'answer'; the outcome rewards leave them "
      "unscored, so they train with no reward from those components"),
-    ("more rows asked for than the file has", {"data": {"source": "rows.jsonl"}}, ["data.size=10"],
-     "command line: data.size: 10 rows asked for, but rows.jsonl has 3; the run "
+    ("more rows asked for than the file has", {"data": {"source": "rows.jsonl"}}, ["data.size=4"],
+     "command line: data.size: 4 rows asked for, but rows.jsonl has 3; the run "
      "uses 3"),
 ]
 
