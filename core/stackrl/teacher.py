@@ -139,6 +139,15 @@ def check_teacher_settings(section: str, config, teachers: tuple[str, ...] | Non
         raise ConfigError(f"{section}.top_k: must be at least 1 (or null for the full vocabulary), not {top_k}")
 
 
+def check_teacher_run(run, plugin, *templates: str) -> None:
+    """A self-teacher plugin's ``check_run``: each of its ``templates`` settings against the data's columns
+    (:meth:`stackrl.RunFacts.check_template`), and a frozen teacher against a run that has a reference model."""
+    for key in templates:
+        run.check_template(plugin, key)
+    if plugin.config.teacher == "reference":
+        run.need_reference(f"{plugin.name}.teacher", "the frozen teacher is")
+
+
 # -- scoring a loss context's completions ---------------------------------------------------------------------------
 
 

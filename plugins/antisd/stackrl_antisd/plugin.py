@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import distilled, generalized_jsd, student_and_teacher
+from stackrl.teacher import check_teacher_run, distilled, generalized_jsd, student_and_teacher
 from stackrl.tokensignals import CollapseGate, SignalContext, TokenSignals
 from stackrl_antisd.config import AntisdConfig, check
 
@@ -26,6 +26,9 @@ class Antisd(Plugin):
 
     Config = AntisdConfig
     activity = "completions had the teacher's context to move away from, while the gate was open"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

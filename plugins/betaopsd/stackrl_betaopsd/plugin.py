@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import distilled, geometric_interpolation, score_student, student_and_teacher
+from stackrl.teacher import check_teacher_run, distilled, geometric_interpolation, score_student, student_and_teacher
 from stackrl_betaopsd.config import BetaOpsdConfig, check
 from stackrl_betaopsd.loss import trajectory_divergence
 
@@ -40,6 +40,9 @@ class BetaOpsd(Plugin):
 
     Config = BetaOpsdConfig
     activity = "completions had the teacher's context to distil on"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

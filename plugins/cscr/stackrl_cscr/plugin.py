@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, inverse_sensitivity, reallocate
 
 SENSITIVITIES = ("sum", "max")
@@ -46,6 +46,8 @@ class CscrConfig:
             raise ConfigError(f"cscr.strength: must be non-negative, not {self.strength}")
         if not 0 <= self.floor <= 1:
             raise ConfigError(f"cscr.floor: must be in [0, 1], not {self.floor}")
+        if self.shift_threshold < 0:
+            raise ConfigError(f"cscr.shift_threshold: must be non-negative (nats), not {self.shift_threshold}")
 
 
 def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind: str) -> torch.Tensor:
@@ -61,6 +63,9 @@ class Cscr(Plugin):
 
     Config = CscrConfig
     activity = "completion tokens had their advantage reweighted"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "correct_template", "incorrect_template")
 
     def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import distilled, generalized_jsd, student_and_teacher
+from stackrl.teacher import check_teacher_run, distilled, generalized_jsd, student_and_teacher
 from stackrl.tokensignals import entropy_and_topk_mass
 from stackrl_dasd.config import DasdConfig, check
 
@@ -36,6 +36,9 @@ class Dasd(Plugin):
 
     Config = DasdConfig
     activity = "completions had the teacher's context to distil on"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

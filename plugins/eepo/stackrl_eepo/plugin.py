@@ -27,6 +27,12 @@ class Eepo(stackrl.Plugin):
         check(self.config)
         self.recent_entropy: list[float] = []  # the last entropy_window steps' estimates, oldest first
 
+    def check_run(self, run):
+        if run.group_size % 2:
+            raise stackrl.ConfigError(
+                f"eepo: trainer.num_generations must be even to split each group in two halves, not {run.group_size}"
+            )
+
     @stackrl.hookimpl
     def generate_rollout(self, prompts, ctx):
         if not ctx.training:

@@ -33,6 +33,15 @@ class Expo(stackrl.Plugin):
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward} if self.config.mode == "loss" else {}
 
+    def check_run(self, run):
+        if self.config.explanations_per_group > run.group_size:
+            raise stackrl.ConfigError(
+                f"expo.explanations_per_group: at most the group size (trainer.num_generations={run.group_size}): "
+                f"a group's explanations stand beside its samples, never outnumber them; not "
+                f"{self.config.explanations_per_group}"
+            )
+        run.check_template(self, "explanation_template", own=("last_step",))
+
     def groups_to_explain(self, correct: list[bool], group_size: int) -> list[int]:
         """The groups with no correct row (every group with ``every_group``)."""
         groups = range(len(correct) // group_size)

@@ -10,7 +10,9 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings, privileged_rows, reverse_kl, score_student, score_teacher
+from stackrl.teacher import (
+    check_teacher_run, check_teacher_settings, privileged_rows, reverse_kl, score_student, score_teacher,
+)
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
 
 
@@ -62,6 +64,9 @@ class H2sd(Plugin):
 
     Config = H2sdConfig
     activity = "completions got hindsight credit (correct ones) or a hinted teacher to distil from (failed ones)"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "success_template", "hint_template")
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}

@@ -30,6 +30,11 @@ class Mrrlvr(Plugin):
     Config = MrrlvrConfig
     activity = "completions were fill or reorder tasks it scored (in stage 1)"
 
+    def check_run(self, run):
+        run.need_column("mrrlvr.solution_column", self.config.solution_column, "which the process tasks are built from")
+        # The pool switches after the step `switch_step`: stage 2's first rollout trains the step after.
+        return [run.past_end("mrrlvr.switch_step", self.config.switch_step + 1, "stage 2 (the problems) trains")]
+
     def reward_weight(self):
         return {0: 1.0, self.config.switch_step: 0.0}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import generalized_jsd, privileged_rows, student_and_teacher
+from stackrl.teacher import check_teacher_run, generalized_jsd, privileged_rows, student_and_teacher
 from stackrl_opsd.config import OpsdConfig, check
 
 
@@ -27,6 +27,9 @@ class Opsd(Plugin):
 
     Config = OpsdConfig
     activity = "completions were distilled on (the teacher's context; with correct_only, correct ones)"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import distilled, forward_kl, position_weights, student_and_teacher
+from stackrl.teacher import check_teacher_run, distilled, forward_kl, position_weights, student_and_teacher
 from stackrl_pwopsd.config import PwOpsdConfig, check
 
 
@@ -30,6 +30,9 @@ class PwOpsd(Plugin):
 
     Config = PwOpsdConfig
     activity = "completions had the teacher's context to distil on"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -9,7 +9,7 @@ share a baseline.
 
 from __future__ import annotations
 
-from stackrl import Plugin, Samples, hookimpl
+from stackrl import ConfigError, Plugin, Samples, hookimpl
 from stackrl.rewards import reference_answers
 from stackrl.roles import ROLE_COLUMN, SOLVE, VERIFY, assign_roles, first_turns, rows_of_groups, text_prompt
 from stackrl.tasks import judge_prompt, parse_verdict
@@ -26,6 +26,13 @@ class Rise(Plugin):
     def __init__(self, config=None):
         super().__init__(config)
         self.shares = {SOLVE: 1 - self.config.verify_share, VERIFY: self.config.verify_share}
+
+    def check_run(self, run):
+        if run.chat:
+            raise ConfigError(
+                "rise: data.chat is true, but verify prompts extend the question as plain text in the built-in "
+                "task's judge format (docs/roles.md); set data.chat=false"
+            )
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):

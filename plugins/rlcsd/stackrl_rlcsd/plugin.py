@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.teacher import check_teacher_settings, privileged_rows
+from stackrl.teacher import check_teacher_run, check_teacher_settings, privileged_rows
 from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate
 from stackrl.tokensignals.contexts import WRONG_SIBLINGS
 
@@ -74,6 +74,9 @@ class Rlcsd(Plugin):
 
     Config = RlcsdConfig
     activity = "completion tokens had their advantage reweighted"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "positive_template", "negative_template")
 
     def hints(self) -> tuple[SignalContext, list[SignalContext]]:
         """The correct hint and the wrong ones, as the contexts the tokens are scored under."""

@@ -28,6 +28,13 @@ class Rloop(stackrl.Plugin):
         self.buffer: list[tuple[list[int], list[int]]] = []  # (prompt ids, completion ids) of this iteration
         self.iteration = 0
 
+    def needs_rewards(self) -> dict[str, str]:
+        return {"reward": self.config.reward}
+
+    def check_run(self, run):
+        steps = self.config.iteration_steps
+        return [run.past_end("rloop.iteration_steps", steps, "the first fine-tuning on the successes comes at the end")]
+
     @stackrl.hookimpl
     def train_begin(self, ctx):
         if ctx.step == 0:

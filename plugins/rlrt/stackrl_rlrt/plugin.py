@@ -9,7 +9,7 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import (
     SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reweight, route,
 )
@@ -61,6 +61,9 @@ class Rlrt(Plugin):
 
     Config = RlrtConfig
     activity = "completion tokens had their advantage reweighted"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}

@@ -7,7 +7,7 @@ from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
+from stackrl.teacher import check_teacher_run, check_teacher_settings
 from stackrl.tokensignals import (
     SignalContext, TokenSignals, acted_on_tokens, bounded_weights, linear_decay, magnitude_weights, mixed, reweight,
 )
@@ -62,6 +62,9 @@ class Rlsd(Plugin):
             return magnitude_weights(gap, advantages, mask, config.clip)
         share = linear_decay(config.mix, config.mix_decay_steps, step)
         return mixed(bounded_weights(gap, advantages, mask, config.bound), share, mask)
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):

@@ -21,6 +21,9 @@ class Sec(Plugin):
         self.values: dict[str, float] = {}
         self.batches_seen = 0  # the pool's batch count at the last update: one update per generation batch
 
+    def check_run(self, run):
+        run.need_column("sec", CATEGORY_COLUMN, "by whose values SEC draws problems")
+
     @hookimpl
     def train_begin(self, ctx):
         self._steer(ctx)
