@@ -71,7 +71,3 @@ def test_failed_attempts_are_reflected_on_and_retried(make_config):
         assert retry_correct[i] is (exact_match(retries[i], answer) == 1.0)  # judged from the retry's own text
         assert rollout.rewards["rrr"][i] == exact_match(retries[i], answer)
     assert torch.isnan(rollout.rewards["rrr"][[i for i, r in enumerate(roles) if r == SOLVE]]).all()
-    reflected = [i for i, r in enumerate(roles) if r == REFLECT]
-    assert {exact_match(retries[i], rollout.columns["answer"][i]) for i in reflected} == {0.0, 1.0}, (
-        "both right and wrong retries, so a reward given to failed retries shows"
-    )

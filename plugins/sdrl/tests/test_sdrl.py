@@ -36,7 +36,7 @@ def test_the_debate_prompt_shows_each_candidate_as_an_earlier_attempt():
     [
         ({"debate_share": 0.0}, r"sdrl.debate_share: must be in \(0, 1\]"),
         ({"candidates": 0}, "sdrl.candidates: must be at least 1"),
-        ({"context_size": 5}, r"sdrl.context_size: must be between 1 and sdrl.candidates \(4\)"),
+        ({"context_size": 3}, r"sdrl.context_size: must be between 1 and sdrl.candidates \(2\)"),
         ({"candidate_template": "{answer}"}, r"sdrl.candidate_template: must contain \{candidate\}"),
     ],
 )
@@ -85,9 +85,9 @@ def test_by_default_a_debate_groups_candidates_are_trained_rows_and_each_turn_ha
     config = make_config(
         ["sdrl"],
         model={"name_or_path": "stackrl/arith-skills"},
-        data={"options": {"categories": ["3 steps, 1-digit", "4 steps, 1-digit"]}},
+        data={"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
         sdrl={"candidates": 4, "context_size": 2, "debate_share": 0.5},
-        trainer={"per_device_train_batch_size": 48, "num_generations": 8, "max_completion_length": 40},
+        trainer={"per_device_train_batch_size": 48, "num_generations": 8, "max_completion_length": 48},
     )
     trainer = train_steps(config, steps=1)
     rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 8
@@ -110,7 +110,8 @@ def test_by_default_a_debate_groups_candidates_are_trained_rows_and_each_turn_ha
             r = rewards[rows]
             expected = (r - r.mean()) / (r.std() + 1e-4)
             for i, value in zip(rows, expected.tolist()):
-                assert rollout.advantages[i, : len(rollout.completion_ids[i])] == pytest.approx(value, abs=1e-5)
+                row = rollout.advantages[i]  # per token from the plugin's estimator, one value from TRL's
+                assert (row if row.dim() == 0 else row[: len(rollout.completion_ids[i])]) == pytest.approx(value, abs=1e-5)
     assert turns_apart, "no debate group whose candidates and replies score apart: one baseline would pass"
 
 
