@@ -5,6 +5,7 @@ import torch
 
 from stackrl import ConfigError
 from stackrl.answers import make_extractor
+from stackrl.errors import PluginHookError
 from stackrl.rewards import exact_match, extract_answer
 from stackrl.roles import RETRY, SOLVE
 from stackrl.testing.conformance import PluginConformance
@@ -117,5 +118,5 @@ def test_by_default_a_debate_groups_candidates_are_trained_rows_and_each_turn_ha
 
 def test_trained_candidates_leave_room_for_two_replies(make_config):
     config = make_config(["sdrl"], model={"name_or_path": "stackrl/arith-skills"}, sdrl={"candidates": 3})
-    with pytest.raises(ConfigError, match=r"sdrl.candidates: with sdrl.train_candidates .* at most 2, not 3"):
+    with pytest.raises(PluginHookError, match=r"ConfigError: sdrl.candidates: with sdrl.train_candidates .* at most 2, not 3"):
         train_steps(config, steps=1)
