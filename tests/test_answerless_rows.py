@@ -132,7 +132,7 @@ def test_no_group_without_an_answer_is_judged_by_its_attempts(make_config, name)
     rollout = train_steps(config, steps=1)._rollouts["train"]
     assert set(rollout.columns["answer"]) == {None}
     if name == "sdrl":  # debating needs no answer
-        assert set(rollout.columns["role"]) == {"retry"} and set(rollout.columns["context_correct"]) == {None}
+        assert "retry" in rollout.columns["role"] and set(rollout.columns["context_correct"]) == {None}
     else:
         assert set(rollout.columns["role"]) == {"solve"}
     if name == "rise":

@@ -145,13 +145,23 @@ class Judge:
         """``P(yes) / (P(yes) + P(no))``: each verdict word's whole log-prob after the judge prompt (and prefix)."""
         s = self.settings
         positive, negative = (words[0] for words in VERDICT_WORDS[s.scale])
-        lead = s.verdict_prefix + " " if s.verdict_prefix else ""
-        words = [ctx.tokenizer(lead + word, add_special_tokens=False)["input_ids"] for word in (positive, negative)]
-        scores = ctx.score(
-            [p for p in prompts for _ in words], [w for _ in prompts for w in words], model=s.judge_model
-        )
+        contexts, words = [], []
+        for prompt in prompts:
+            lead = verdict_lead(prompt, s.verdict_prefix)
+            for word in (positive, negative):
+                contexts.append(prompt)
+                words.append(ctx.tokenizer(lead + word, add_special_tokens=False)["input_ids"])
+        scores = ctx.score(contexts, words, model=s.judge_model)
         totals = (scores.logprobs * scores.mask).sum(dim=1).view(-1, 2)
         return torch.softmax(totals, dim=1)[:, 0].tolist()
+
+
+def verdict_lead(prompt, prefix: str | None) -> str:
+    """What a verdict word follows in likelihood mode: the prefix, if any, then a space where the text so far ends
+    in a non-space, as the word would be written there ("Reply:" goes on with " yes"; byte-level BPE tokenizers
+    keep " yes" and "yes" as different tokens). A chat prompt ends with its generation prompt, a new line."""
+    before = (prompt if isinstance(prompt, str) else "\n") + (prefix or "")
+    return (prefix or "") + (" " if before and not before[-1].isspace() else "")
 
 
 class JudgeReward(Plugin):

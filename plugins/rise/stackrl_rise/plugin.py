@@ -74,7 +74,7 @@ class Rise(Plugin):
                 scores.append(None if answer is None else solution_score(text, answer, self.config))
                 continue
             verdict = parse_verdict(text)
-            scores.append(critique_score(verdict, target, self.config))
+            scores.append(critique_score(text, target, self.config))
             agreed.append(verdict == target)
             verdicts += verdict is not None
         if agreed:

@@ -2,8 +2,10 @@
 
 Stage I trains the second attempt on its correctness while a KL term to the reference holds the first attempt's
 tokens, and only those, near the reference; stage II trains both attempts on their correctness, the second with
-a bonus for changing a wrong answer into a right one (and a penalty for the reverse), without that KL. The stage
-switches at ``stage_two_step`` and is part of the plugin's checkpointed state.
+a bonus for changing a wrong answer into a right one (and a penalty for the reverse), without that KL. The
+reference is the policy as training started, a snapshot the plugin keeps, so a run needs no ``trainer.beta`` (whose
+KL TRL would add on every token, in stage II as well). The stage switches at ``stage_two_step`` and is part of the
+plugin's checkpointed state.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ class Score(Plugin):
         return segment_advantages(values, segments_of(rollout, plugin=self.name), rollout.group_size, width)
 
     @hookimpl
+    def train_begin(self, ctx):
+        if ctx.step == 0 and self.stage == 1 and self.config.first_attempt_kl:
+            ctx.update_snapshot(self.name, checkpoint=True)  # the start, stage I's reference; a resume restores it
+
+    @hookimpl
     def loss_term(self, ctx):
         rollout = ctx.rollout
         if SEGMENTS_COLUMN not in rollout.columns or not self.config.first_attempt_kl:
@@ -88,7 +95,7 @@ class Score(Plugin):
                 first[row, segments[0].start : segments[0].end] = 1
         if not first.any():
             return None
-        kl = reference_kl(ctx, first)
+        kl = reference_kl(ctx, first, model=self.name)
         ctx.log("first_attempt_kl", kl.item())
         return self.config.first_attempt_kl * kl
 

@@ -29,6 +29,10 @@ class SeRLConfig(AnswerSettings):
     # Whether the dataset's rows are still drawn while written problems are in the pool. The authors train on
     # written problems only (the dataset seeds the examples): their rows weigh 0 while a written row is active.
     train_on_dataset: bool = False
+    # The authors' vote counts a completion without an answer as the empty answer, one prediction among the others:
+    # when the unanswered rows outnumber every answer, they are the majority and score 1. Off: they score 0 and
+    # never make the majority.
+    unanswered_votes: bool = False
 
     def __post_init__(self):
         if not 0.0 <= self.min_mean_reward <= self.max_mean_reward <= 1.0:
@@ -67,7 +71,8 @@ class SeRL(Plugin):
     def reward(self, ctx):
         config, rollout = self.config, ctx.rollout
         answers = read_answers(ctx, config, "serl")
-        groups = groups_of(answers, rollout.group_size, config.math_verify)
+        votes = [("" if a is None else a) for a in answers] if config.unanswered_votes else answers
+        groups = groups_of(votes, rollout.group_size, config.math_verify)
         rewards = torch.tensor([r for group in groups for r in majority_rewards(group.in_majority())])
         ctx.declare_pseudo_labels([group.majority_answer for group in groups for _ in range(rollout.group_size)])
         if config.difficulty_filter and ctx.training:
