@@ -12,13 +12,18 @@ from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import StopAt, train_steps
-from stackrl.testing.heldout import advantage_context, written_rollout
+from stackrl.testing.heldout import advantage_context, completion_logits, written_rollout
 from stackrl_antisd import Antisd, AntisdConfig
 from stackrl_antisd.plugin import ascent_term, bounded_advantage
 
 
 class TestConformance(PluginConformance):
     plugin_name = "antisd"
+
+
+def _logps(trainer, context, completion, temperature):
+    """The built-in model's log-probs at each completion position, from its raw logits in float64."""
+    return (completion_logits(trainer.model, context, completion).double() / temperature).log_softmax(-1)
 
 
 def test_the_advantage_is_minus_half_of_softplus_of_the_gap_less_log_two():
@@ -57,13 +62,8 @@ def test_the_plugin_adds_the_scaled_bonus_of_the_teachers_gap_to_grpos_advantage
     got = plugin.reshape_advantages(advantages, advantage_context(trainer, rollout, "antisd"))
 
     def sampled_logps(contexts):
-        rows = []
-        for context, completion in zip(contexts, rollout.completion_ids):
-            with torch.no_grad():
-                logits = trainer.model(torch.tensor([context + completion])).logits[0].double()
-            logps = (logits[len(context) - 1 : -1] / temperature).log_softmax(-1)
-            rows.append(logps.gather(-1, torch.tensor(completion).unsqueeze(-1)).squeeze(-1))
-        return rows
+        return [_logps(trainer, context, completion, temperature).gather(-1, torch.tensor(completion)[:, None])[:, 0]
+                for context, completion in zip(contexts, rollout.completion_ids)]
 
     encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     teacher = sampled_logps([encode(REFERENCE_TEMPLATE.format(solution=s, prompt=p))
@@ -132,13 +132,9 @@ def test_the_gate_reads_the_teachers_entropy_not_the_students(make_config):
     got = plugin.teacher_entropy(advantage_context(trainer, rollout, "antisd"))
 
     def mean_entropy(contexts):
-        values = []
-        for context, completion in zip(contexts, rollout.completion_ids):
-            with torch.no_grad():
-                logits = trainer.model(torch.tensor([context + completion])).logits[0].double()
-            logps = (logits[len(context) - 1 : -1] / temperature).log_softmax(-1)
-            values.append(-(logps.exp() * logps).sum(-1))
-        return torch.cat(values).mean().item()
+        logps = torch.cat([_logps(trainer, context, completion, temperature)
+                           for context, completion in zip(contexts, rollout.completion_ids)])
+        return -(logps.exp() * logps).sum(-1).mean().item()
 
     encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     teacher = [encode(REFERENCE_TEMPLATE.format(solution=s, prompt=p))
