@@ -23,7 +23,7 @@ class DasdConfig:
     # model it destroys the greedy accuracy; see the README).
     form: str = "advantage"
     # The advantage form's weight beta of the routed correction next to GRPO's advantage.
-    scale: float = 0.1
+    scale: float = 0.03
     # The teacher's prompt, formatted with {prompt} and the dataset columns: {solution} is the reference trace
     # the student never sees. The default is the solution, a blank line, then the question.
     teacher_template: str = REFERENCE_TEMPLATE
