@@ -1,8 +1,9 @@
 """Stacking the token-signal methods: one forward per distinct context, however many plugins read it.
 
-RLSD, CSCR and RLCSD stacked on the built-in task and model, with their CPU recipes' settings. Per completion they
-read five contexts (RLSD: the student and the reference; CSCR: the student and the two claims; RLCSD: the
-reference and the wrong hint), but each row has only three distinct ones: the student's prompt, the reference, and
+RLSD, CSCR and RLCSD stacked on the built-in task and model, with their CPU recipes' settings, RLCSD given the
+reference and a wrong solution as its hints (its `gt_cot`-style hints, not its default sibling rollouts, which no
+other method reads). Per completion they read five contexts (RLSD: the student and the reference; CSCR: the
+student and the two claims; RLCSD: the reference and the wrong hint), but each row has only three distinct ones: the student's prompt, the reference, and
 a solution reaching a wrong answer (a correct row's claimed-correct context is the reference and its
 claimed-incorrect one the wrong hint; a wrong row's are its own wrong answer, which is its wrong hint, and the
 reference). The host's token-signal service scores each once.
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 from transformers import TrainerCallback
 
 from stackrl.config import load_config
@@ -34,6 +36,8 @@ from stackrl.testing.heldout import without_plugins
 RECIPES = [Path(__file__).resolve().parents[1] / "configs" / "recipes" / f"{name}-cpu.yaml"
            for name in ("rlsd", "cscr", "rlcsd")]
 STACK = "plugins=[rlsd,cscr,rlcsd]"
+SHARED_HINTS = {"rlcsd": {"positive_template": "{solution}\n\n{prompt}",
+                          "negative_template": "{wrong_solution}\n\n{prompt}"}}
 
 
 class StepClock(TrainerCallback):
@@ -90,11 +94,13 @@ def run(rounds: int, steps: int, warmup: int = 1) -> dict[str, float]:
     ``warmup`` steps from the timings."""
     times = {(variant, kind): [] for variant in ("stack", "grpo") for kind in ("wall", "cpu")}
     rows = completions = 0
-    with without_plugins(RECIPES[0]) as plain:
+    with without_plugins(RECIPES[0]) as plain, tempfile.TemporaryDirectory() as folder:
+        hints = Path(folder) / "hints.yaml"
+        hints.write_text(yaml.safe_dump(SHARED_HINTS))
         for r in range(rounds):
             order = ("stack", "grpo") if r % 2 == 0 else ("grpo", "stack")
             for variant in order:
-                files, overrides = (RECIPES, [STACK]) if variant == "stack" else ([plain], [])
+                files, overrides = ([*RECIPES, hints], [STACK]) if variant == "stack" else ([plain], [])
                 clock, scored, trained = train(files, overrides, steps, seed=r)
                 times[variant, "wall"] += clock.wall[warmup:]
                 times[variant, "cpu"] += clock.cpu[warmup:]

@@ -19,7 +19,9 @@ ANSWERED, ANSWERLESS = [0, 1], [2, 3]
 
 # The advantage-stage methods, with settings that make each touch every row it may (trace: spans on every line).
 RESHAPERS = {
-    "rlsd": {}, "rlrt": {"incorrect": "rlsd"}, "cscr": {}, "rlcsd": {}, "h2sd": {},
+    "rlsd": {}, "rlrt": {"incorrect": "rlsd"}, "cscr": {}, "h2sd": {},
+    # groups of two have no sibling hints: the reference and a wrong solution instead
+    "rlcsd": {"positive_template": "{solution}\n\n{prompt}", "negative_template": "{wrong_solution}\n\n{prompt}"},
     "trace": {"spans": "rule", "span_pattern": "=", "route": "both", "teacher": "policy"},
 }
 # The loss terms on the teacher block.
@@ -130,7 +132,7 @@ def test_no_group_without_an_answer_is_judged_by_its_attempts(make_config, name)
     rollout = train_steps(config, steps=1)._rollouts["train"]
     assert set(rollout.columns["answer"]) == {None}
     if name == "sdrl":  # debating needs no answer
-        assert set(rollout.columns["role"]) == {"retry"} and set(rollout.columns["context_correct"]) == {None}
+        assert "retry" in rollout.columns["role"] and set(rollout.columns["context_correct"]) == {None}
     else:
         assert set(rollout.columns["role"]) == {"solve"}
     if name == "rise":

@@ -129,3 +129,27 @@ def test_a_plugins_answer_settings_are_checked_naming_its_section():
         extractor_of(AnswerSettings(answer_regex=r"\d"), "dare")
     with pytest.raises(ConfigError, match=r"dare.answer_regex '\(' is not a valid regex"):
         extractor_of(AnswerSettings(answer_extractor=Extractor.regex, answer_regex="("), "dare")
+
+
+def test_the_run_has_one_answer_format_the_task_declares_or_the_data_sets():
+    from stackrl import ConfigError
+    from stackrl.config import DataSection
+    from stackrl.data import answer_format
+
+    assert answer_format(DataSection()) == "answer_is"  # the built-in task's "The answer is N."
+    assert answer_format(DataSection(source="problems.jsonl")) == "auto"
+    assert answer_format(DataSection(answer_format="boxed")) == "boxed"
+    with pytest.raises(ConfigError, match="data.answer_format: 'regex' is none of boxed, answer_is, last_number, auto"):
+        answer_format(DataSection(answer_format="regex"))
+
+
+def test_unread_answers_hint_names_the_setting_and_what_the_answers_look_like():
+    from stackrl.answers import unread_answers_hint
+
+    texts = ["3 + 4 = 7\nThe answer is 7.", "no answer"]
+    assert unread_answers_hint(texts, "boxed", "covo.answer_extractor") == (
+        "covo.answer_extractor is 'boxed'; the answers look like 'The answer is 7.' ('answer_is' reads them)"
+    )
+    assert unread_answers_hint(["?"], "answer_is", "dare.answer_extractor") == (
+        "dare.answer_extractor is 'answer_is'; no completion states an answer that any extractor reads"
+    )

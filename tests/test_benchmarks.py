@@ -1,14 +1,20 @@
 """The host's benchmarks run in a short mode and print the figures the README quotes; their numbers are not tested.
-The plugins' benchmark scripts share one main (stackrl.testing.benchmark), checked here on a stand-in run."""
+The plugins' benchmark scripts share one main (stackrl.testing.benchmark), checked here on a stand-in run. The GPU
+check's dry run trains each of its configurations one step on the CPU, so the check a lent GPU runs is known to
+start."""
 
+import json
 import re
+import subprocess
+from importlib.metadata import distributions
 from pathlib import Path
 
 import torch
 
-from stackrl.testing.repository import load_script
+from stackrl.testing.repository import load_script, write_metadata
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def short(*options: str) -> list[str]:
@@ -64,3 +70,38 @@ def test_the_plugins_shared_main_prints_each_run_then_the_means_over_the_seeds(c
     assert lines[7].split() == ["pass@1", "closed_at"]
     table = {line.split()[0]: line.split()[1:] for line in lines[8:]}
     assert table == {"before": ["+0.500", "+nan"], "method": ["+1.125", "+nan"], "plain": ["+0.125", "+nan"]}
+
+
+def test_the_gpu_check_dry_run_trains_every_configuration_and_says_what_needs_cuda(tmp_path, capsys):
+    gpu_check = load_script(BENCHMARKS / "gpu_check.py")
+    assert gpu_check.main(["--dry-run", "--out", str(tmp_path)]) == 0
+    output = capsys.readouterr().out
+    result = json.loads((tmp_path / "gpu_check.json").read_text())
+    # bitsandbytes is a dependency: 4-bit + LoRA runs here too, and nothing is skipped
+    assert {p: "skipped" in entry for p, entry in result["precisions"].items()} == {"bf16": False, "4bit-lora": False}
+    for precision, (preset, names) in gpu_check.PRECISIONS.items():
+        configurations = result["precisions"][precision]["configurations"]
+        assert list(configurations) == list(names), precision
+        for name, figures in configurations.items():
+            expected = list(gpu_check.STACK) if name == "stack" else [name] if name in gpu_check.FAMILIES else []
+            assert figures["plugins"] == expected
+            assert figures["rounds"] == 1 and figures["step_time_s"] > 0 and figures["tokens_per_s"] > 0
+            assert figures["peak_gpu_memory_gib"] is None  # no GPU: not measured, and said so
+    assert set(gpu_check.FAMILIES) <= set(result["precisions"]["bf16"]["configurations"])
+    assert "not measured: peak GPU memory" in output
+    assert (tmp_path / "gpu_check.txt").read_text() in output  # the table printed last is the one written
+
+
+def test_the_gpu_check_scripts_parse():
+    for script in ("gpu_check.sh", "gpu_wheels.sh"):
+        subprocess.run(["bash", "-n", str(BENCHMARKS / script)], check=True)
+
+
+def test_a_checkout_is_usable_uninstalled_through_the_metadata_an_installer_would_write(tmp_path):
+    assert write_metadata(ROOT, tmp_path) == ROOT / "core"
+    assert write_metadata(ROOT / "plugins" / "covo", tmp_path) == ROOT / "plugins" / "covo"
+    found = {dist.metadata["Name"]: dist for dist in distributions(path=[str(tmp_path)])}
+    assert found["stackrl"].version == "0.1.0"
+    assert [(ep.group, ep.name, ep.value) for ep in found["stackrl-covo"].entry_points] == [
+        ("stackrl.plugins", "covo", "stackrl_covo:CoVo")
+    ]

@@ -159,6 +159,8 @@ def test_wrong_type_in_a_file(tmp_path):
 # (the mistake, a.yaml's keys over BASE, command-line overrides, the message). Files and paths are relative to the
 # test's folder, where ROWS is a data file with the columns question and answer.
 ROWS = "rows.jsonl"
+HOLES = "holes.jsonl"  # three rows: the second without a question, the third without an answer
+GROUPS_OF_4 = {"num_generations": 4, "per_device_train_batch_size": 4}
 BASE = {"rewards": {"exact_match": 1.0}}
 REFUSED = [
     ("trainer type in a file", {"trainer": {"learning_rate": "fast"}}, [],
@@ -215,6 +217,55 @@ REFUSED = [
     ("a reward component a plugin needs", {"plugins": ["covo", "trace"]}, ["rewards.exact_match=null"],
      "command line: trace.correct_reward: plugin 'trace' reads the reward component 'exact_match', which this stack "
      "lacks (it has covo); set rewards.exact_match (weight 0 computes it without training on it)"),
+    # What the new capabilities read from the run: each refused by validate, not once the model is loaded.
+    ("model folder without a tokenizer", {}, ["model.name_or_path=untokenized"],
+     "command line: model.name_or_path: 'untokenized' holds a model but no tokenizer (none of tokenizer.json, "
+     "tokenizer_config.json, tokenizer.model, spiece.model, vocab.json, vocab.txt); save the tokenizer into it "
+     "(tokenizer.save_pretrained) or copy the base model's tokenizer files"),
+    ("output_dir under a file", {}, ["output_dir=rows.jsonl/run"],
+     "command line: output_dir: cannot create 'rows.jsonl/run': '{workdir}/rows.jsonl' is a file, not a folder"),
+    ("a row with an empty prompt", {"data": {"source": HOLES}}, [],
+     f"a.yaml: data.prompt_template: 1 of 3 rows of {HOLES} make an empty prompt (first: row 2); remove them or "
+     "fill their question"),
+    ("a YAML boolean for a word", {"trainer": {"report_to": False}}, [],
+     "a.yaml: wrong type for 'trainer.report_to': False is not null or str or list[str] (YAML reads unquoted yes, "
+     "no, on and off as booleans: quote the word)"),
+    ("cscr's threshold below 0", {"plugins": ["cscr"]}, ["cscr.shift_threshold=-1"],
+     "command line: cscr.shift_threshold: must be non-negative (nats), not -1.0"),
+    ("expo's explanations above the group size", {"plugins": ["expo"], "trainer": GROUPS_OF_4},
+     ["expo.explanations_per_group=5"],
+     "command line (expo.explanations_per_group), a.yaml (trainer.num_generations): expo.explanations_per_group: at "
+     "most the group size (trainer.num_generations=4): a group's explanations stand beside its samples, never "
+     "outnumber them; not 5"),
+    ("eepo on odd groups", {"plugins": ["eepo"]},
+     ["trainer.num_generations=3", "trainer.per_device_train_batch_size=3"],
+     "command line: eepo: trainer.num_generations must be even to split each group in two halves, not 3"),
+    ("groups of one", {"plugins": ["eepo"]}, ["trainer.num_generations=1", "trainer.per_device_train_batch_size=1"],
+     "command line: trainer.num_generations: GRPO requires at least 2 generations per prompt to calculate the "
+     "advantages. You provided 1, which is less than the minimum required."),
+    ("rise on chat prompts", {"plugins": ["rise"], "data": {"chat": True}}, [],
+     "a.yaml: rise: data.chat is true, but verify prompts extend the question as plain text in the built-in task's "
+     "judge format (docs/roles.md); set data.chat=false"),
+    ("sec without a category column", {"plugins": ["sec"], "data": {"source": ROWS}}, [],
+     f"a.yaml: sec: data.source ({ROWS}) has no column 'category', by whose values SEC draws problems; columns: "
+     "question, answer"),
+    ("mrrlvr without its solution column", {"plugins": ["mrrlvr"], "data": {"source": ROWS}}, [],
+     f"a.yaml: mrrlvr.solution_column: data.source ({ROWS}) has no column 'solution', which the process tasks are "
+     "built from; columns: question, answer"),
+    ("rloop's reward missing from the stack", {"plugins": ["rloop"]}, ["rloop.reward=digit_reward"],
+     "command line: rloop.reward: plugin 'rloop' reads the reward component 'digit_reward', which this stack lacks "
+     "(it has exact_match); add 'digit_reward' to plugins"),
+    ("score's KL without a reference model", {"plugins": ["score"]}, [],
+     "a.yaml: score.first_attempt_kl: stage I's KL on first attempts is to the reference model, which this run lacks; "
+     "set trainer.beta above 0 (TRL then loads one) or use model.lora (its base is the reference)"),
+    ("a frozen teacher without a reference model", {"plugins": ["rlsd"]}, ["rlsd.teacher=reference"],
+     "command line: rlsd.teacher: the frozen teacher is the reference model, which this run lacks; set trainer.beta "
+     "above 0 (TRL then loads one) or use model.lora (its base is the reference)"),
+    ("a plugin template naming no column", {"plugins": ["rlsd"], "rlsd": {"teacher_template": "{solutoin} {prompt}"}},
+     [],
+     "a.yaml: rlsd.teacher_template: the template names {solutoin}, which is neither a column of data.source "
+     "(arithmetic) nor a field rlsd fills. Did you mean 'solution'? It may use: {prompt}, {question}, {answer}, "
+     "{solution}, {category}"),
 ]
 COMMANDS = {"validate": ["config", "validate"], "train": ["train"]}
 
@@ -224,7 +275,10 @@ def workdir(tmp_path, monkeypatch):
     """The test's folder as the working directory, with a run folder from an earlier run in it."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / ROWS).write_text('{"question": "1 + 1", "answer": "2"}\n')
+    (tmp_path / HOLES).write_text('{"question": "1 + 1", "answer": "2"}\n{"answer": "3"}\n{"question": "2 + 2"}\n')
     (tmp_path / "empty-dir").mkdir()
+    (tmp_path / "untokenized").mkdir()
+    (tmp_path / "untokenized" / "config.json").write_text('{"model_type": "llama"}')
     (tmp_path / "earlier-run").mkdir()
     (tmp_path / "earlier-run" / "metrics.jsonl").write_text('{"step": 1}\n')
     return tmp_path
@@ -247,7 +301,8 @@ def refused(workdir, command, tree, overrides, capsys) -> str:
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("tree, overrides, message", [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED])
 def test_bad_input_is_refused_before_anything_loads(workdir, command, tree, overrides, message, capsys):
-    assert f"stackrl: error: {message}\n" in refused(workdir, command, tree, overrides, capsys)
+    message = message.replace("{workdir}", str(workdir))
+    assert refused(workdir, command, tree, overrides, capsys) == f"stackrl: error: {message}\n"
 
 
 def test_training_refuses_to_measure_another_skill_than_solving(workdir, capsys):

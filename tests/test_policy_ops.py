@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 from stackrl import StackrlError
 from stackrl.plots import METRICS_FILE
 from stackrl.policy import snapshots_of
-from stackrl.policy_ops import scratch_update
+from stackrl.policy_ops import scratch_update, token_losses
 from stackrl.run import build_trainer
 from stackrl.testing.fixtures import StopAt, train_steps
 
@@ -56,6 +56,23 @@ def test_generating_from_an_unknown_model_names_the_models(make_config):
     policy = build_trainer(make_config(["digit_reward"]))._shared_policy
     with pytest.raises(StackrlError, match=r"generate\(\): model must be one of 'policy', 'reference' \(snapshots"):
         policy.generate(PROMPTS, model="teacher")
+
+
+def test_each_objective_loss_moves_a_tokens_log_prob_its_way():
+    """On hand-built log-probs: each objective's value and its gradient in log p, whose sign a descent step
+    follows. unlikelihood, -log(1 - p), lowers every token, with a slope p / (1 - p) that is steepest where p is
+    near 1; ascent lowers every token alike; likelihood raises them."""
+    p = torch.tensor([0.01, 0.5, 0.99], dtype=torch.float64)
+    for objective, value, slope in [
+        ("likelihood", -p.log(), -torch.ones(3)),
+        ("ascent", p.log(), torch.ones(3)),
+        ("unlikelihood", -(1 - p).log(), p / (1 - p)),  # d/d log p of -log(1 - p)
+    ]:
+        logprobs = p.log().requires_grad_()
+        loss = token_losses(logprobs, objective)
+        loss.sum().backward()
+        torch.testing.assert_close(loss.detach(), value, msg=objective)
+        torch.testing.assert_close(logprobs.grad, slope.double(), msg=objective)
 
 
 def hand_loss(model, objective):

@@ -131,7 +131,12 @@ def test_reset_prompts_keep_the_steps_before_the_reset_point():
     assert steps == ["3 + 4 = 7\n", "7 * 2 = 15\n", "The answer is 15."]
     assert reset_prompt("Q?\n", steps, 1) == "Q?\n3 + 4 = 7\n"
     assert reset_prompt("Q?\n", steps, 0) == "Q?\n"
+
+
+def test_a_uniform_reset_keeps_at_least_one_step_and_never_resets_the_answer():
+    """Step 0 would keep an empty prefix: a fresh attempt labelled a reset."""
     rng = random.Random(0)
-    chosen = {uniform_reset(steps, rng) for _ in range(200)}
-    assert chosen == {0, 1}  # every reasoning step, never the answer line
+    steps = split_steps("3 + 4 = 7\n7 * 2 = 15\n15 - 1 = 14\nThe answer is 14.")
+    assert {uniform_reset(steps, rng) for _ in range(200)} == {1, 2}
+    assert uniform_reset(split_steps("3 + 4 = 8\nThe answer is 8."), rng) is None
     assert uniform_reset(["The answer is 3."], rng) is None

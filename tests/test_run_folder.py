@@ -93,3 +93,17 @@ def test_overwrite_is_refused_where_it_would_lose_more_than_a_run(finished, capf
     code, out, err = stackrl(capfd, "train", DEMO, *SHORT, *where, *flags)
     assert code == 2 and err.splitlines()[-1].endswith(message) and "Traceback" not in err
     assert checksums(finished) == before
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--overwrite", "a.yaml", "k=v", "--debug"],
+    ["train", "a.yaml", "--debug", "k=v", "--overwrite"],
+    ["train", "--debug", "--overwrite", "a.yaml", "k=v"],
+])
+def test_switches_may_stand_before_between_or_after_the_configs(argv):
+    from stackrl.cli import _options_last
+
+    assert _options_last(argv)[:3] == ["train", "a.yaml", "k=v"]
+    assert sorted(_options_last(argv)[3:]) == ["--debug", "--overwrite"]
+    assert _options_last(["train", "--resume", "a.yaml", "--overwrite", "k=v"]) == [
+        "train", "a.yaml", "k=v", "--resume", "--overwrite"]

@@ -13,11 +13,13 @@ from stackrl.run import build_trainer
 from stackrl.teacher import (
     check_teacher_settings,
     forward_kl,
+    forward_kl_clip_scale,
     generalized_jsd,
     geometric_interpolation,
     position_weights,
     privileged,
     privileged_rows,
+    privileged_student_and_teacher,
     relative_positions,
     restrict_to_teacher_topk,
     returns_to_go,
@@ -147,6 +149,34 @@ def test_student_and_teacher_pair_the_two_at_every_completion_token(trainer, top
     assert not torch.allclose(student, teacher, atol=1e-3)
 
 
+def test_privileged_student_and_teacher_scores_the_rows_with_the_teachers_context_from_a_plugins_section(trainer):
+    """A loss term's pair: only the rows with a solution, scored as student_and_teacher scores them with the
+    section's teacher, temperature and top-k; the section names the template in errors; no row, no pair."""
+    policy, tokenizer = trainer._shared_policy, trainer.processing_class
+    prompts, completions = ["12+3=", "7-2=", "4*5="], ["15", "5", "20 ok"]
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    rollout = Rollout(prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
+                      completion_ids=[encode(c) for c in completions], columns={"solution": ["15", None, "20"]},
+                      group_size=3)
+    reports = []
+    ctx = SimpleNamespace(rollout=rollout, score=policy.score, sampling_temperature=1.3, training=False,
+                          acted=lambda n, of, hint=None: reports.append((n, of)))
+    section = SimpleNamespace(teacher_template="{solution} {prompt}", teacher="policy", temperature=1.7, top_k=3)
+    kept, student, teacher = privileged_student_and_teacher(ctx, "someplugin", section)
+    assert kept.prompts == ["12+3=", "4*5="]
+    assert reports == [(2, 3)]  # the plugin's activity: the rows with the teacher's context
+    expected = student_and_teacher(policy, kept, "{solution} {prompt}", teacher="policy", temperature=1.7, top_k=3,
+                                   grad=False)
+    assert torch.allclose(student, expected[0]) and torch.allclose(teacher, expected[1])
+    assert student.shape == (sum(len(ids) for ids in kept.completion_ids), 3)
+    with pytest.raises(StackrlError, match=r"someplugin.teacher_template: the template uses \{hint\}"):
+        privileged_student_and_teacher(ctx, "someplugin", SimpleNamespace(
+            teacher_template="{hint} {prompt}", teacher="policy", temperature=None))
+    ctx.rollout = rollout.select([1])
+    assert privileged_student_and_teacher(ctx, "someplugin", section) is None
+    assert reports[-1] == (0, 1)
+
+
 # -- divergences on hand-built distributions -------------------------------------------------------------------------
 
 P = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])  # student
@@ -186,6 +216,8 @@ def test_clip_bounds_the_push_on_each_logit_and_keeps_its_direction(divergence):
     assert torch.allclose(clipped, free * scale.unsqueeze(-1), atol=1e-7)
     student = torch.log_softmax(student_logits, -1)
     assert torch.allclose(divergence(student, teacher, 0.05), divergence(student, teacher) * scale)
+    if divergence is forward_kl:  # the factor a clipped forward KL applies, as a plugin logs it
+        assert torch.allclose(forward_kl_clip_scale(student, teacher, 0.05), scale)
 
 
 def test_generalized_jsd():

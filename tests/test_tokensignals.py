@@ -1,5 +1,6 @@
 """The token-signal block: chunked statistics, modulators, derived contexts, and the shared per-batch cache."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,17 @@ from stackrl.tokensignals import (
     STUDENT,
     SignalContext,
     TokenSignals,
+    bounded_weights,
     derived_fields,
     entropy_and_topk_mass,
     entropy_gate,
     inverse_sensitivity,
+    linear_decay,
     magnitude_weights,
     mean_one,
+    mixed,
     reallocate,
+    reweight,
     route,
 )
 
@@ -98,6 +103,24 @@ def test_reallocation_keeps_each_sequences_credit_and_sign():
         reallocate(advantages, -weights, MASK)
 
 
+def test_bounded_weights_mixed_at_a_decaying_share():
+    signal, mask = torch.tensor([[0.1, -3.0, 5.0, 0.0]]), torch.tensor([[1, 1, 1, 0]])
+    up, down = bounded_weights(signal, torch.tensor([1.0]), mask, 0.2), bounded_weights(signal, torch.tensor([-1.0]), mask, 0.2)
+    assert torch.allclose(up, torch.tensor([[math.exp(0.1), 0.8, 1.2, 0.0]]))   # the weight is bounded, not the signal
+    assert torch.allclose(down, torch.tensor([[math.exp(-0.1), 1.2, 0.8, 0.0]]))
+    assert torch.allclose(mixed(up, 0.5, mask), torch.tensor([[(1 + math.exp(0.1)) / 2, 0.9, 1.1, 0.0]]))
+    assert [linear_decay(0.5, 50, step) for step in (0, 10, 50, 70)] == [0.5, 0.4, 0.0, 0.0]
+    assert linear_decay(0.5, 0, 1000) == 0.5
+    with pytest.raises(StackrlError, match="bound must be in \\(0, 1\\)"):
+        bounded_weights(signal, torch.tensor([1.0]), mask, 1.0)
+
+
+def test_reweight_rescales_to_each_sequences_credit_only_when_asked():
+    advantages, weights, mask = torch.tensor([2.0]), torch.tensor([[1.0, 3.0, 0.0]]), torch.tensor([[1, 1, 0]])
+    assert reweight(advantages, weights, mask, normalize=False).tolist() == [[2.0, 6.0, 0.0]]
+    assert reweight(advantages, weights, mask, normalize=True).tolist() == [[1.0, 3.0, 0.0]]
+
+
 def test_route_sensitivity_and_entropy_gate():
     correct = torch.tensor([True, False, True])
     a, b = torch.ones(3, 4), torch.zeros(3, 4)
@@ -153,6 +176,25 @@ def test_derived_fields_need_the_reference_and_another_problem():
         derived_fields(one_problem, where="test")
 
 
+def test_sibling_fields_are_the_groups_other_rollouts_never_the_rows_own():
+    """One group of five: right, wrong, right, no answer, wrong. A row's correct sibling is the next right one after
+    it (cyclically), its wrong siblings the other wrong ones that state an answer, in the same order."""
+    rollout = _rollout().select([0, 1, 0, 1, 1])
+    rollout.group_size = 5
+    rollout.completions = ["right A", "2 + 3 = 6\nThe answer is 6.", "right B", "2 + 3 =", "The answer is 7."]
+    rollout.completions[0] = rollout.completions[2] = "2 + 3 = 5\nThe answer is 5."
+    rollout.completions[2] += " "  # two right answers that differ
+    fields = derived_fields(rollout, where="test")
+    assert fields["correct_sibling"] == [rollout.completions[j] for j in (2, 2, 0, 0, 0)]
+    assert fields["wrong_sibling_1"] == [rollout.completions[j] for j in (1, 4, 4, 4, 1)]
+    assert fields["wrong_sibling_2"] == [rollout.completions[4], None, rollout.completions[1], rollout.completions[1],
+                                         None]
+    assert fields["wrong_sibling"] == fields["wrong_sibling_1"] and fields["wrong_sibling_3"] == [None] * 5
+    second = SignalContext("w", "{wrong_sibling}\n\n{prompt}").nth_wrong_sibling(2)
+    assert second.template == "{wrong_sibling_2}\n\n{prompt}" and second.rows(rollout) == [0, 2, 3]
+    assert SignalContext("c", "{correct_sibling}{prompt}").rows(rollout.select([1, 3])) == []  # no right sibling
+
+
 def test_rows_without_an_answer_have_no_context_and_give_none_to_the_others():
     rollout = _rollout()
     rollout.columns["answer"][2:] = [None, None]
@@ -190,6 +232,20 @@ def _direct_logps(trainer, context_text, completion, temperature):
     with torch.no_grad():
         logits = trainer.model(torch.tensor([context + completion])).logits[0].double()
     return (logits[len(context) - 1 : len(context) + len(completion) - 1] / temperature).log_softmax(-1)
+
+
+def test_mixture_logprobs_average_the_probabilities_of_the_contexts_that_apply(trainer):
+    rollout = _rollout(_encode(trainer))
+    signals = TokenSignals.of(_context(trainer, rollout))
+    first, second = REFERENCE, SignalContext("wrong", "{wrong_solution}\n\n{prompt}")
+    mixed_logps, count = signals.mixture_logprobs([first, second])
+    expected = torch.log((signals.logprobs(first).exp() + signals.logprobs(second).exp()) / 2) * signals.mask
+    assert count.tolist() == [2, 2, 2, 2] and torch.allclose(mixed_logps, expected, atol=1e-6)
+    rollout.columns["answer"][2:] = [None, None]  # the second problem: no context applies
+    signals = TokenSignals.of(_context(trainer, rollout))
+    mixed_logps, count = signals.mixture_logprobs([first])
+    assert count.tolist() == [1, 1, 0, 0] and (mixed_logps[2:] == 0).all()
+    assert torch.allclose(mixed_logps[:2], signals.logprobs(first)[:2])
 
 
 def test_signals_equal_a_direct_computation(trainer):

@@ -16,7 +16,7 @@ from stackrl.context import (
 )
 from stackrl.errors import ConfigError, PluginError, PluginHookError, StackrlError
 from stackrl.hookspecs import hookimpl
-from stackrl.plugin import NoConfig, Plugin
+from stackrl.plugin import NoConfig, Plugin, RunFacts
 from stackrl.policy import Generation, Scores
 
 __version__ = "0.1.0"
@@ -31,6 +31,7 @@ __all__ = [
     "PluginError",
     "PluginHookError",
     "RewardContext",
+    "RunFacts",
     "Rollout",
     "SampleContext",
     "Samples",

@@ -110,19 +110,48 @@ def make_extractor(kind: Extractor | str, pattern: str | None = None) -> Callabl
 class AnswerSettings:
     """How a plugin reads and compares answers: the fields a plugin's ``Config`` inherits."""
 
-    answer_extractor: Extractor = Extractor.auto
+    answer_extractor: Optional[Extractor] = None  # None: the run's answer format (data.answer_format)
     answer_regex: Optional[str] = None  # with answer_extractor: regex
     math_verify: bool = True  # answers also equal when math-verify finds them so
 
 
-def extractor_of(settings: AnswerSettings, section: str) -> Callable[[str], str | None]:
-    """The extractor ``settings`` describe; a config error naming ``section``'s key when they do not fit."""
+def extractor_of(settings: AnswerSettings, section: str, run_format: str = "auto") -> Callable[[str], str | None]:
+    """The extractor ``settings`` describe (their ``answer_extractor``, else the run's ``run_format``,
+    ``rollout.answer_format``); a config error naming ``section``'s key when they do not fit."""
     try:
-        return make_extractor(settings.answer_extractor, settings.answer_regex)
+        return make_extractor(settings.answer_extractor or run_format, settings.answer_regex)
     except re.error as exc:
         raise ConfigError(f"{section}.answer_regex {settings.answer_regex!r} is not a valid regex: {exc}") from None
     except ValueError:
         raise ConfigError(f"{section}.answer_regex is needed with {section}.answer_extractor: regex, and only then") from None
+
+
+def unread_answers_hint(texts: list[str], kind: Extractor | str, key: str) -> str:
+    """Why the extractor ``kind`` (set by the config key ``key``) read no answer in ``texts``: what their answers
+    look like, and which extractor reads them; for a plugin's ``ctx.acted`` hint."""
+    kind = Extractor(kind)
+    for other in (Extractor.answer_is, Extractor.boxed, Extractor.last_number):
+        read = make_extractor(other)
+        found = next(((text, read(text)) for text in texts if other is not kind and read(text)), None)
+        if found is not None:
+            text, answer = found
+            line = next((line.strip() for line in reversed(text.splitlines()) if answer in line), answer)
+            return f"{key} is '{kind.value}'; the answers look like '{line}' ('{other.value}' reads them)"
+    return f"{key} is '{kind.value}'; no completion states an answer that any extractor reads"
+
+
+def read_answers(ctx, settings: AnswerSettings, section: str, texts: list[str] | None = None) -> list[str | None]:
+    """Each completion's final answer (``texts``, default ``ctx.rollout.completions``), read by ``settings``'
+    extractor, else the run's answer format; reported as the plugin's activity, ``ctx.acted(answered,
+    of=completions)``, with what the answers look like when it read none."""
+    texts = ctx.rollout.completions if texts is None else texts
+    kind = settings.answer_extractor or ctx.rollout.answer_format
+    extract = extractor_of(settings, section, kind)
+    answers = [extract(text) for text in texts]
+    answered = sum(answer is not None for answer in answers)
+    hint = None if answered else unread_answers_hint(texts, kind, f"{section}.answer_extractor")
+    ctx.acted(answered, of=len(texts), hint=hint)
+    return answers
 
 
 def normalise(answer: str) -> str:

@@ -11,7 +11,7 @@ import sys
 import traceback
 
 from stackrl import noise
-from stackrl.errors import StackrlError, TrainingInterrupted
+from stackrl.errors import ConfigErrors, StackrlError, TrainingInterrupted
 
 
 def _split(items: list[str]) -> tuple[list[str], list[str]]:
@@ -28,12 +28,12 @@ def _load(items):
     return load_config(files, overrides)
 
 
-def _validated(items):
-    """The config, after every check a run makes before loading anything; notes go to stderr."""
+def _validated(items, command: str | None = None):
+    """The config, after every check ``command`` makes before loading anything; notes go to stderr."""
     from stackrl.run import validate
 
     config = _load(items)
-    manager, notes = validate(config)
+    manager, notes = validate(config, command)
     for note in notes:
         print(f"stackrl: note: {note}", file=sys.stderr)
     return config, manager
@@ -44,7 +44,7 @@ def cmd_train(args) -> None:
     from stackrl.plots import PLOTS_DIR
     from stackrl.run import train
 
-    config, _ = _validated(args.config)
+    config, _ = _validated(args.config, "train")
     quiet_library_bars()
     result = train(config, resume=args.resume, overwrite=args.overwrite)
     from accelerate import PartialState
@@ -62,6 +62,8 @@ def cmd_train(args) -> None:
         for metric in ("pass@1", f"maj@{k}"):
             before = f"{evaluations['before'][metric]:.3f} before -> " if "before" in evaluations else ""
             print(f"held-out {metric}: {before}{evaluations['after'][metric]:.3f} after")
+    for line in result["activity"]:
+        print(f"activity: {line}")
     for name, count in sorted(result["warnings"].items()):
         print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
     if result["finished_at"] is None:
@@ -74,7 +76,7 @@ def cmd_eval(args) -> None:
     from stackrl.console import quiet_library_bars
 
     checkpoint = [i.split("=", 1)[1] for i in args.config if i.startswith("checkpoint=")]
-    config, _ = _validated([i for i in args.config if not i.startswith("checkpoint=")])
+    config, _ = _validated([i for i in args.config if not i.startswith("checkpoint=")], "eval")
     quiet_library_bars()
     result = evaluate_checkpoint(config, checkpoint[-1] if checkpoint else None)
     print(json.dumps(result, indent=2))
@@ -134,12 +136,15 @@ def cmd_config(args) -> None:
     if args.action == "show":
         print(_load(args.config).to_yaml(), end="")
         return
+    from stackrl.manager import EXCLUSIVE_HOOKS
     from stackrl.run import validate_launch
 
     config, manager = _validated(args.config)
     order = ", ".join(config.plugin_classes) or "none"
-    exclusive = {hook: manager.implementers(hook) for hook in ("generate_rollout", "estimate_advantages")}
-    print(f"config ok: plugins in call order: {order}; exclusive hooks: {exclusive}")
+    exclusive = "; ".join(
+        f"{hook} by {', '.join(manager.implementers(hook)) or 'the host (GRPO)'}" for hook in EXCLUSIVE_HOOKS
+    )
+    print(f"config ok: plugins in call order: {order}; {exclusive}")
     if args.accelerate:
         launches, notes = validate_launch(config, args.accelerate)
         print(f"accelerate config ok: {launches}; run it with:")
@@ -166,6 +171,26 @@ def _interrupted(stop: KeyboardInterrupt, args) -> str:
         )
     command = shlex.join(["stackrl", "train", *args.config, "--resume"])
     return f"{stop}; last checkpoint: {stop.checkpoint}\nresume with: {command}"
+
+
+SWITCHES = ("--overwrite", "--debug")
+
+
+def _options_last(argv: list[str]) -> list[str]:
+    """The switches and ``--resume`` moved after the configs, so that they may stand anywhere: argparse ends a
+    command's configs at the first option. ``--resume`` moves only where what follows it is a config file or an
+    override, which it would otherwise take for its checkpoint: ``train --resume a.yaml k=v`` reads as
+    ``train a.yaml k=v --resume``."""
+    switches = [arg for arg in argv if arg in SWITCHES]
+    argv = [arg for arg in argv if arg not in SWITCHES]
+    if "--resume" in argv:
+        at = argv.index("--resume")
+        following = argv[at + 1] if at + 1 < len(argv) else None
+        if following is not None and (
+            "=" in following or following.endswith((".yaml", ".yml")) or os.path.isfile(following)
+        ):
+            argv = [*argv[:at], *argv[at + 1:], "--resume"]
+    return [*argv, *switches]
 
 
 def main(argv=None) -> int:
@@ -215,14 +240,15 @@ def main(argv=None) -> int:
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true", help="on an error, also print the full traceback "
                              "(or set STACKRL_DEBUG=1)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_options_last(sys.argv[1:] if argv is None else list(argv)))
     debug = args.debug or os.environ.get("STACKRL_DEBUG", "0") not in ("", "0")
     try:
         args.func(args)
     except StackrlError as exc:
         if debug:
             traceback.print_exc()
-        print(f"stackrl: error: {exc}", file=sys.stderr)
+        for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
+            print(f"stackrl: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:
         if debug:

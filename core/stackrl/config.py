@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from stackrl import trainer_section
-from stackrl.errors import ConfigError, StackrlError, did_you_mean
+from stackrl.errors import ConfigError, Mistakes, StackrlError, did_you_mean
 from stackrl.manager import InstalledPlugin, find_plugin, installed_plugins
 from stackrl.origins import KeyOrigins
 from stackrl.plugin import Plugin
@@ -62,6 +62,9 @@ class DataSection:
     chat: bool = False  # send the prompt as a user message through the chat template
     system_prompt: Optional[str] = None  # with chat
     answer_column: str = "answer"
+    # How completions state their final answer (boxed, answer_is, last_number, auto): plugins that read final
+    # answers follow it unless their own section sets another. Default: the built-in task's own, else auto.
+    answer_format: Optional[str] = None
     label_free: bool = False  # hide the answer column from rewards and plugins (kept for evaluation)
 
 
@@ -195,6 +198,33 @@ def _merge_checked(schema: DictConfig, layer, where: str | None, prefix: str = "
         raise _explain(exc, where, prefix, lambda key: _keys_at(schema, key[strip:])) from exc
 
 
+def _parts(layer) -> list[dict] | None:
+    """``layer`` split into smaller layers, one per key (nested: one per leaf of a single key), or None for a leaf."""
+    if not isinstance(layer, (dict, DictConfig)) or not layer:
+        return None
+    if len(layer) > 1:
+        return [{key: layer[key]} for key in layer]
+    (key, value), = layer.items()
+    inner = _parts(value)
+    return None if inner is None else [{key: part} for part in inner]
+
+
+def _merge_each(schema: DictConfig, layer, where: str, mistakes: Mistakes, prefix: str = "") -> DictConfig:
+    """Like ``_merge_checked``, but a layer that does not fit is merged part by part, so that every key that does
+    not fit is found (each kept in ``mistakes``) and every key that does is merged."""
+    try:
+        return _merge_checked(schema, layer, where, prefix)
+    except ConfigError as error:
+        parts = _parts(layer)
+        if parts is None:
+            with mistakes.check():
+                raise error
+            return schema
+    for part in parts:
+        schema = _merge_each(schema, part, where, mistakes, prefix)
+    return schema
+
+
 def _resolve(tree: DictConfig, origins: KeyOrigins) -> None:
     """Resolve every interpolation in place, against the whole stacked config."""
     try:
@@ -227,13 +257,19 @@ def _plugin_config(name: str, cls: type[Plugin], section: DictConfig):
 
 
 def load_config(files, overrides=()) -> LoadedConfig:
-    """Stack ``files`` then ``overrides``, validate everything, and import the selected plugins."""
+    """Stack ``files`` then ``overrides``, validate everything, and import the selected plugins.
+
+    The checks run in three passes, each reporting every mistake it finds: each layer's keys and types, then
+    what the stacked config's interpolations and missing values leave, then each value's domain and the rules that
+    span keys. A later pass runs only on a config the earlier ones passed.
+    """
     layers = _read_layers(files, overrides)
     origins = KeyOrigins(layers)
     names, plugins_source = _selected_plugins(layers)
     installed = installed_plugins()
     classes = {name: find_plugin(name, installed, where=f"plugins ({plugins_source})").load() for name in names}
 
+    mistakes = Mistakes()
     host = OmegaConf.structured(StackConfig)
     sections = {name: OmegaConf.structured(cls.Config) for name, cls in classes.items()}
     for where, layer in layers:
@@ -243,72 +279,96 @@ def load_config(files, overrides=()) -> LoadedConfig:
             hint = did_you_mean(key, [*HOST_KEYS, *sections])
             if key in installed:
                 hint = f" '{key}' is an installed plugin: add it to 'plugins' to use this section."
-            raise ConfigError(f"{where}: unknown key '{key}'.{hint}")
+            with mistakes.check():
+                raise ConfigError(f"{where}: unknown key '{key}'.{hint}")
         if "trainer" in layer:
-            trainer_section.check_names(layer.trainer, where)
-        host = _merge_checked(host, {k: layer[k] for k in layer if k in HOST_KEYS}, where)
+            for error in trainer_section.check_names(layer.trainer, where):
+                with mistakes.check():
+                    raise error
+        host = _merge_each(host, {k: layer[k] for k in layer if k in HOST_KEYS}, where, mistakes)
         for name in sections:
             if name in layer:
-                sections[name] = _merge_checked(sections[name], {name: layer[name]}[name], where, prefix=f"{name}.")
+                sections[name] = _merge_each(sections[name], {name: layer[name]}[name], where, mistakes, f"{name}.")
+    mistakes.raise_any()
 
     # One plain tree for showing and saving; the structured pieces above did the type checking.
     tree = OmegaConf.create({**OmegaConf.to_container(host), **{k: OmegaConf.to_container(v) for k, v in sections.items()}})
     _resolve(tree, origins)
-    missing = sorted(OmegaConf.missing_keys(tree))
-    if missing:
-        raise ConfigError(
-            f"missing value for '{missing[0]}': set it in a config file or pass {missing[0]}=VALUE on the command line"
-        )
-    with origins.naming():
+    for key in sorted(OmegaConf.missing_keys(tree)):
+        with mistakes.check():
+            raise ConfigError(
+                f"missing value for '{key}': set it in a config file or pass {key}=VALUE on the command line"
+            )
+    mistakes.raise_any()
+
+    mistakes = Mistakes(origins.name)
+    with mistakes.check():
         # Checked again once resolved: what an interpolation gave must fit the schema too.
         resolved_host = OmegaConf.masked_copy(tree, list(HOST_KEYS))
         host = OmegaConf.to_object(_merge_checked(OmegaConf.structured(StackConfig), resolved_host, None))
-        trainer_section.check_values(host.trainer)
-        loaded = LoadedConfig(
-            tree=tree,
-            host=host,
-            plugin_classes=classes,
-            plugin_configs={name: _plugin_config(name, cls, tree[name]) for name, cls in classes.items()},
-            installed=installed,
-            origins=origins,
-        )
-        _check_semantics(loaded)
+    mistakes.raise_any()
+    for error in trainer_section.check_values(host.trainer):
+        with mistakes.check():
+            raise error
+    plugin_configs = {}
+    for name, cls in classes.items():
+        with mistakes.check():
+            plugin_configs[name] = _plugin_config(name, cls, tree[name])
+    loaded = LoadedConfig(
+        tree=tree, host=host, plugin_classes=classes, plugin_configs=plugin_configs, installed=installed,
+        origins=origins,
+    )
+    for rule in HOST_RULES:
+        with mistakes.check():
+            rule(loaded)
+    mistakes.raise_any()
     return loaded
 
 
-def _check_semantics(config: LoadedConfig) -> None:
-    """Rules that span keys; types and names are already checked."""
-    model, data = config.host.model, config.host.data
+def _check_model(config: LoadedConfig) -> None:
+    model = config.host.model
     if model.quantization not in (None, 4, 8):
         raise ConfigError(f"model.quantization must be 4 or 8 (or unset), not {model.quantization}")
     if model.quantization and model.lora is None:
         raise ConfigError("model.quantization needs model.lora: a quantized model trains only through an adapter")
     if model.dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise ConfigError(f"model.dtype must be float32, bfloat16, float16 or auto, not '{model.dtype}'")
-    _check_vllm(config)
+
+
+def _check_threads(config: LoadedConfig) -> None:
     if config.host.threads is not None and config.host.threads < 1:
         raise ConfigError(f"threads must be at least 1 (or unset for the default), not {config.host.threads}")
+
+
+def _check_rewards(config: LoadedConfig) -> None:
+    mistakes = Mistakes()
     for name, weight in config.host.rewards.items():
-        if weight is None and name not in OUTCOME_REWARDS:
+        with mistakes.check():
+            if weight is None and name not in OUTCOME_REWARDS:
+                raise ConfigError(
+                    f"rewards.{name}: null turns off a built-in outcome reward; give a plugin's component weight 0 "
+                    "instead"
+                )
+            if weight is not None:
+                schedule(weight, f"rewards.{name}")
+    outcome = [name for name, weight in config.host.rewards.items() if weight is not None and name in OUTCOME_REWARDS]
+    if config.host.data.label_free and outcome:
+        with mistakes.check():
             raise ConfigError(
-                f"rewards.{name}: null turns off a built-in outcome reward; give a plugin's component weight 0 instead"
+                f"rewards.{outcome[0]} compares with the reference answer, but data.label_free hides it; "
+                f"set rewards.{outcome[0]}=null or data.label_free=false"
             )
-        if weight is not None:
-            schedule(weight, f"rewards.{name}")
+    mistakes.raise_any()
+
+
+def _check_eval(config: LoadedConfig) -> None:
     if config.host.eval.metric not in OUTCOME_REWARDS:
         raise ConfigError(
             f"eval.metric must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not '{config.host.eval.metric}'"
         )
-    _check_skill(config)
     for key, value in (("eval.every_steps", config.host.eval.every_steps), ("log_samples", config.host.log_samples)):
         if value < 0:
             raise ConfigError(f"{key} must be 0 (off) or a positive number, not {value}")
-    outcome = [name for name, weight in config.host.rewards.items() if weight is not None and name in OUTCOME_REWARDS]
-    if data.label_free and outcome:
-        raise ConfigError(
-            f"rewards.{outcome[0]} compares with the reference answer, but data.label_free hides it; "
-            f"set rewards.{outcome[0]}=null or data.label_free=false"
-        )
 
 
 def _check_skill(config: LoadedConfig) -> None:
@@ -354,3 +414,7 @@ def _check_vllm(config: LoadedConfig) -> None:
             "trainer.use_vllm: vLLM is not installed; install it with `pip install 'stackrl[vllm]'` "
             "(needs a CUDA GPU) or set trainer.use_vllm=false"
         )
+
+
+# Rules that span keys, run on the merged config once types and names are checked; each is reported on its own.
+HOST_RULES = (_check_model, _check_vllm, _check_threads, _check_rewards, _check_eval, _check_skill)

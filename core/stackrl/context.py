@@ -17,6 +17,7 @@ from stackrl.policy_ops import scratch_update
 from stackrl.pool import Pool, PoolAccess
 
 WARNINGS = "warnings"  # the metric prefix of ctx.warn; the trainer counts these for the run summary
+ACTIVITY = "activity"  # the metric prefix of ctx.acted: activity/<plugin>, the share of what it could act on
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -50,6 +51,7 @@ class Rollout:
     pseudo_labels: dict[str, list] = field(default_factory=dict)  # plugin -> one label per row: see RewardContext
     loss_mask: list[list[int]] | None = None
     answer_column: str = "answer"
+    answer_format: str = "auto"  # how the run's completions state their answer: stackrl.answers.Extractor's value
 
     def __len__(self) -> int:
         return len(self.completions)
@@ -105,6 +107,7 @@ class Rollout:
             advantages=None if self.advantages is None else self.advantages[rows],
             loss_mask=None if self.loss_mask is None else [self.loss_mask[i] for i in rows],
             answer_column=self.answer_column,
+            answer_format=self.answer_format,
         )
 
 
@@ -130,6 +133,7 @@ class _Context:
     policy: PolicyAccess = field(repr=False)
     _log: Callable[[str, float], None] = field(repr=False)
     _plugin: str = field(default="", repr=False)
+    _acted: Callable[[str, float, float, str | None], None] | None = field(default=None, repr=False)
     training: bool = True  # False while TRL evaluates: methods that only shape training (hints, curricula) stand aside
 
     @property
@@ -170,6 +174,18 @@ class _Context:
         this step's log, and totalled in the run summary."""
         self._log(f"{WARNINGS}/{self._plugin}/{name}", float(count))
 
+    def acted(self, n: float, *, of: float, hint: str | None = None) -> None:
+        """Report that this plugin acted on ``n`` of the ``of`` things it could act on here (completions scored,
+        groups re-rolled, rows or tokens reweighted, ...; ``Plugin.activity`` says which). The host sums a step's
+        reports and logs ``activity/<plugin name>``, the share; a logging window in which the plugin acted on
+        nothing is warned of once, with ``hint``: the setting most likely at fault, where the plugin can tell."""
+        if not 0 <= n <= of:
+            raise PluginError(
+                f"plugin '{self._plugin}' reported acting on {n} of {of} at step {self.step}; expected 0 <= n <= of"
+            )
+        if self._acted is not None and self.training:
+            self._acted(self._plugin, float(n), float(of), hint)
+
     def score_probes(self, contexts: list, trajectories: list[list[int]], probes: list, **options) -> Any:
         """Log-probs of probes branching off trajectories; see :meth:`stackrl.policy.PolicyAccess.score_probes`."""
         return self.policy.score_probes(contexts, trajectories, probes, **options)
@@ -182,6 +198,7 @@ class SampleContext(_Context):
     rollout_columns: dict[str, list] = field(default_factory=dict)
     group_size: int = 1
     train_on_original: bool = False
+    answer_format: str = "auto"  # as rollout.answer_format: how the run's completions state their answer
 
 
 @dataclass

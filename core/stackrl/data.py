@@ -7,6 +7,7 @@ import string
 from pathlib import Path
 
 from datasets import Dataset, load_dataset
+from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
 from stackrl.config import DataSection
 from stackrl.errors import ConfigError
@@ -60,6 +61,44 @@ def first_row(section: DataSection, split: str, split_key: str = "data.split") -
         raise ConfigError(f"data.source: {section.source} holds no rows") from None
     except Exception as exc:  # each format's reader raises its own errors for a malformed file
         raise ConfigError(f"data.source: cannot read {section.source}: {type(exc).__name__}: {exc}") from exc
+
+
+def answer_format(section: DataSection) -> str:
+    """The run's answer format: ``data.answer_format``, else the built-in task's own, else ``auto``."""
+    from stackrl.answers import Extractor
+    from stackrl.tasks import ANSWER_FORMATS
+
+    chosen = section.answer_format or ANSWER_FORMATS.get(section.source, Extractor.auto.value)
+    runs = [kind.value for kind in Extractor if kind is not Extractor.regex]
+    if chosen not in runs:
+        raise ConfigError(
+            f"data.answer_format: '{chosen}' is none of {', '.join(runs)} (a pattern is a plugin's answer_regex)"
+        )
+    return chosen
+
+
+def local_file(section: DataSection) -> bool:
+    """Whether ``data.source`` names a local file (not a built-in task or a hub dataset)."""
+    from stackrl.tasks import TASKS
+
+    return section.source not in TASKS and Path(section.source).suffix in LOCAL_FORMATS
+
+
+def load_rows(section: DataSection) -> Dataset:
+    """Every row of the local file ``data.source``, its columns typed across all rows (a row without a column
+    holds None in it)."""
+    quiet = not are_progress_bars_disabled()  # a check prints nothing of its own
+    if quiet:
+        disable_progress_bars()
+    try:
+        return _raw(section, section.split, None)
+    except ConfigError:
+        raise
+    except Exception as exc:  # each format's reader raises its own errors for a malformed file
+        raise ConfigError(f"data.source: cannot read {section.source}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if quiet:
+            enable_progress_bars()
 
 
 def template_columns(template: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 
 
 class StackrlError(Exception):
@@ -11,6 +12,43 @@ class StackrlError(Exception):
 
 class ConfigError(StackrlError):
     """A config file or override is invalid."""
+
+
+class ConfigErrors(ConfigError):
+    """Several mistakes found in one pass over a config; ``errors`` holds each, in the order found."""
+
+    def __init__(self, errors: list[StackrlError]):
+        super().__init__("\n".join(str(error) for error in errors))
+        self.errors = errors
+
+
+class Mistakes:
+    """Collects the errors of checks that do not depend on one another, so that one pass reports them all.
+
+    ``name`` turns each message into the one reported (the host prefixes the file that set the keys it names); a
+    check that collects its own errors leaves the naming to the outermost collector.
+    """
+
+    def __init__(self, name=lambda message: message):
+        self.errors: list[StackrlError] = []
+        self._name = name
+
+    @contextmanager
+    def check(self):
+        """Run one check: a stackrl error it raises is kept, and the next check runs."""
+        try:
+            yield
+        except StackrlError as exc:
+            for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
+                error.args = (self._name(str(error)),)
+                self.errors.append(error)
+
+    def raise_any(self) -> None:
+        """Raise what the checks found: the one error, or all of them together."""
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(self.errors)
 
 
 class PluginError(StackrlError):

@@ -88,7 +88,7 @@ class Judge:
     """Judges the completions of a rollout as ``settings`` say; ``section`` names the plugin's config section."""
 
     def __init__(self, settings: JudgeSettings, section: str):
-        self.settings = settings
+        self.settings, self.section = settings, section
         if settings.mode is Mode.generate and settings.judge_model != "policy":
             raise ConfigError(
                 f"{section}.judge_model: '{settings.judge_model}' cannot write a judgement, only the live policy can; "
@@ -128,6 +128,11 @@ class Judge:
         else:
             judgements = self._likelihood(ctx, prompts)
         ctx.log("judge_malformed", sum(j is None for j in judgements) / max(1, len(judgements)))
+        formed = sum(j is not None for j in judgements)
+        s, section = self.settings, self.section  # every judged completion counts as the plugin's activity
+        after = f" after {section}.verdict_prefix '{s.verdict_prefix}'" if s.verdict_prefix else ""
+        ctx.acted(formed, of=len(judgements), hint=None if formed else (
+            f"no judgement held a verdict of {section}.scale '{s.scale.value}'{after}; see {section}.judge_template"))
         return judgements
 
     def _generated(self, ctx, prompts) -> list[float | None]:
@@ -140,13 +145,23 @@ class Judge:
         """``P(yes) / (P(yes) + P(no))``: each verdict word's whole log-prob after the judge prompt (and prefix)."""
         s = self.settings
         positive, negative = (words[0] for words in VERDICT_WORDS[s.scale])
-        lead = s.verdict_prefix + " " if s.verdict_prefix else ""
-        words = [ctx.tokenizer(lead + word, add_special_tokens=False)["input_ids"] for word in (positive, negative)]
-        scores = ctx.score(
-            [p for p in prompts for _ in words], [w for _ in prompts for w in words], model=s.judge_model
-        )
+        contexts, words = [], []
+        for prompt in prompts:
+            lead = verdict_lead(prompt, s.verdict_prefix)
+            for word in (positive, negative):
+                contexts.append(prompt)
+                words.append(ctx.tokenizer(lead + word, add_special_tokens=False)["input_ids"])
+        scores = ctx.score(contexts, words, model=s.judge_model)
         totals = (scores.logprobs * scores.mask).sum(dim=1).view(-1, 2)
         return torch.softmax(totals, dim=1)[:, 0].tolist()
+
+
+def verdict_lead(prompt, prefix: str | None) -> str:
+    """What a verdict word follows in likelihood mode: the prefix, if any, then a space where the text so far ends
+    in a non-space, as the word would be written there ("Reply:" goes on with " yes"; byte-level BPE tokenizers
+    keep " yes" and "yes" as different tokens). A chat prompt ends with its generation prompt, a new line."""
+    before = (prompt if isinstance(prompt, str) else "\n") + (prefix or "")
+    return (prefix or "") + (" " if before and not before[-1].isspace() else "")
 
 
 class JudgeReward(Plugin):

@@ -80,8 +80,10 @@ ResetChooser = Callable[[list[str], random.Random], "int | None"]
 
 
 def uniform_reset(steps: list[str], rng: random.Random) -> int | None:
-    """Any reasoning step, uniformly: every line but the last (the final answer)."""
-    return rng.randrange(len(steps) - 1) if len(steps) > 1 else None
+    """Any reasoning step after the first, uniformly: the last line (the final answer) is never reset, and the
+    first never either, since its empty prefix would be a fresh attempt labelled a reset. ``None`` below two
+    reasoning steps."""
+    return rng.randrange(1, len(steps) - 1) if len(steps) > 2 else None
 
 
 def reset_prompt(prompt: str, steps: list[str], index: int) -> str:

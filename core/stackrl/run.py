@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
+from omegaconf import OmegaConf
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, TrainerState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig
@@ -20,10 +21,11 @@ from trl import GRPOConfig
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
-from stackrl.data import format_prompt, load_prompts
-from stackrl.errors import ConfigError, StackrlError, TrainingInterrupted
+from stackrl.data import answer_format, format_prompt, load_prompts
+from stackrl.errors import ConfigError, Mistakes, StackrlError, TrainingInterrupted
 from stackrl.evaluation import evaluate
 from stackrl.manager import PluginManager
+from stackrl.plugin import RunFacts
 from stackrl.modeling import load_model, load_tokenizer
 from stackrl.plots import CONFIG_FILE, EVAL_PROBLEMS, METRICS_FILE, MetricsFile, plot_runs
 from stackrl.pool import ADDED_FILE
@@ -61,22 +63,96 @@ def reward_weights(config: LoadedConfig) -> dict:
     return {name: w for name, w in config.host.rewards.items() if w is not None}
 
 
-def validate(config: LoadedConfig) -> tuple[PluginManager, list[str]]:
+def validate(config: LoadedConfig, command: str | None = None) -> tuple[PluginManager, list[str]]:
     """Every check a run makes before loading a model: plugins, exclusive hooks, weights, the reward components
-    plugins read, trainer settings, and what the config points to (model, data, loggers).
+    plugins read, trainer settings, what the config points to (model, data, loggers, run folder) and each plugin's
+    :meth:`~stackrl.Plugin.check_run`. ``command`` is the one about to run (``train``, ``eval``; None: only
+    validating).
 
-    Returns the plugin manager and notes on what only the machine that starts the run can decide. Every error
-    and note names the file (or "command line") that set the keys it is about.
+    Every mistake found is reported, together (:class:`stackrl.errors.ConfigErrors` where several). Returns the
+    plugin manager and notes on what only the machine that starts the run can decide, or what the run will do
+    that the user may not expect. Every error and note names the file (or "command line") that set the keys it is
+    about.
     """
-    with config.origins.naming():
+    mistakes, notes = Mistakes(config.origins.name), []
+    manager = args = components = schedules = None
+    with mistakes.check():
         manager = build_plugin_manager(config)
-        components = reward_components(outcome_rewards(config), manager)
-        reward_schedules(reward_weights(config), components, default_reward_weights(manager))
-        loss_weights_by_name(config.host.losses, manager.implementers("loss_term"))
-        _check_needed_rewards(manager, components)
-        grpo_args(config)
-        notes = check_inputs(config)
-    return manager, [config.origins.name(note) for note in notes]
+    with mistakes.check():
+        args = grpo_args(config)
+    with mistakes.check():
+        answer_format(config.host.data)
+    with mistakes.check():
+        notes += _skill_notes(config, command)
+    columns, input_notes = check_inputs(config, mistakes)
+    notes += input_notes
+    if manager is not None:
+        with mistakes.check():
+            components = reward_components(outcome_rewards(config), manager)
+            schedules = reward_schedules(reward_weights(config), components, default_reward_weights(manager))
+        with mistakes.check():
+            loss_weights_by_name(config.host.losses, manager.implementers("loss_term"))
+        if components is not None:
+            with mistakes.check():
+                _check_needed_rewards(manager, components)
+        notes += _chain_notes(manager)
+    if schedules is not None and args is not None:
+        facts = run_facts(config, args, columns, components)
+        notes += [*_schedule_notes(schedules, facts), *_sample_notes(config, facts)]
+        for plugin in manager.plugins.values():
+            with mistakes.check():
+                notes += plugin.check_run(facts) or []
+    mistakes.raise_any()
+    return manager, [config.origins.name(note) for note in notes if note]
+
+
+def run_facts(config: LoadedConfig, args: GRPOConfig, columns, components) -> RunFacts:
+    """What the run will be, for the plugins' :meth:`~stackrl.Plugin.check_run`."""
+    from stackrl.tasks import TASKS
+
+    return RunFacts(
+        max_steps=args.max_steps if args.max_steps > 0 else None,
+        group_size=args.num_generations,
+        groups_per_step=args.generation_batch_size // args.num_generations,
+        columns=columns,
+        builtin_columns=tuple(TASKS["arithmetic"](split="train", seed=0, size=1).column_names),
+        chat=config.host.data.chat,
+        reference=args.beta > 0 or config.host.model.lora is not None,
+        source=config.host.data.source,
+        components=tuple(components),
+    )
+
+
+def _schedule_notes(schedules: dict, facts: RunFacts) -> list[str]:
+    """A component whose weight is 0 through the run's every step and non-zero only after it never counts."""
+    notes = []
+    for name, weights in schedules.items():
+        starts = [step for step, weight in weights.pieces if weight]
+        if starts:  # the weight at step s weighs the rollout that trains step s + 1
+            notes.append(facts.past_end(f"rewards.{name}", starts[0] + 1, "its first non-zero weight counts"))
+    return notes
+
+
+def _chain_notes(manager: PluginManager) -> list[str]:
+    """Plugins that reshape advantages in turn: each reshapes what the one before returned."""
+    chained = manager.implementers("reshape_advantages")
+    if len(chained) < 2:
+        return []
+    steps = [f"{chained[0]} reshapes GRPO's advantages"] + [
+        f"{later} reshapes {earlier}'s result" for earlier, later in zip(chained, chained[1:])
+    ]
+    return [f"plugins: reshape_advantages is chained in the order of plugins: {', then '.join(steps)}"]
+
+
+def _sample_notes(config: LoadedConfig, facts: RunFacts) -> list[str]:
+    """More groups asked for than a step has (the default asks for 2 whatever the batch: no note)."""
+    if config.origins.of("log_samples") and config.host.log_samples > facts.groups_per_step:
+        return [
+            f"log_samples: {config.host.log_samples} groups asked for, but a step's rollout holds "
+            f"{facts.groups_per_step} (trainer.generation_batch_size / trainer.num_generations); samples.jsonl gets "
+            f"{facts.groups_per_step} a logged step"
+        ]
+    return []
 
 
 def _check_needed_rewards(manager: PluginManager, components: list[str]) -> None:
@@ -154,6 +230,10 @@ def _zero_stage(deepspeed_config: dict, where: str) -> int:
     return int(deepspeed_config.get("zero_stage", 0))
 
 
+# GRPOConfig's messages that name the setting they refuse in words only.
+GRPO_PHRASES = {"generations per prompt": "num_generations"}
+
+
 def use_threads(config: LoadedConfig) -> None:
     """A job on the CPU computes with the config's ``threads`` torch threads (or the default of stackrl.cpu)."""
     if not torch.cuda.is_available() or config.host.trainer.get("use_cpu"):
@@ -169,6 +249,7 @@ def grpo_args(config: LoadedConfig, output_dir: str | None = None) -> GRPOConfig
         return GRPOConfig(output_dir=output_dir or config.host.output_dir, **settings)
     except (ValueError, TypeError) as exc:
         named = [f"trainer.{key}" for key in config.host.trainer if re.search(rf"\b{key}\b", str(exc))]
+        named += [f"trainer.{key}" for phrase, key in GRPO_PHRASES.items() if phrase in str(exc) and not named]
         raise ConfigError(f"{', '.join(named) or 'trainer'}: {exc}") from exc
 
 
@@ -247,6 +328,7 @@ def build_trainer(
         plugins=plugins,
         outcome_rewards=outcome_rewards(config),
         answer_column=host.data.answer_column,
+        answer_format=answer_format(host.data),
         reward_weights=reward_weights(config),
         loss_weights=dict(host.losses),
         run_files=files,
@@ -324,10 +406,32 @@ def resume_checkpoint(config: LoadedConfig, resume) -> str | None:
         found = last_checkpoint(args.output_dir)
         if found is None:
             raise ConfigError(f"--resume: no checkpoint in {args.output_dir} (output_dir); train without --resume")
-        return found
-    if not os.path.isdir(resume):
+    elif not os.path.isdir(resume):
         raise ConfigError(f"--resume: no such checkpoint folder: {resume}")
-    return resume
+    else:
+        found = resume
+    _check_same_run(config, args, found)
+    return found
+
+
+def _check_same_run(config: LoadedConfig, args: GRPOConfig, checkpoint: str) -> None:
+    """A checkpoint continues only the run that saved it: the same plugins (their state is restored by name and
+    order) and the same group size (what every plugin's state and the sampler's position count in)."""
+    saved_path = os.path.join(checkpoint, CONFIG_FILE)
+    if not os.path.isfile(saved_path):
+        return
+    saved = OmegaConf.load(saved_path)
+    differences = []
+    if list(saved.get("plugins", [])) != list(config.plugin_classes):
+        differences.append(f"plugins [{', '.join(saved.get('plugins', []))}] there, [{', '.join(config.plugin_classes)}] here")
+    saved_size = saved.get("trainer", {}).get("num_generations", GRPOConfig.num_generations)
+    if saved_size != args.num_generations:
+        differences.append(f"trainer.num_generations {saved_size} there, {args.num_generations} here")
+    if differences:
+        raise ConfigError(
+            f"--resume: {checkpoint} was saved by another run ({'; '.join(differences)}); resume with the config it "
+            f"was saved with ({saved_path}), or train without --resume into another output_dir"
+        )
 
 
 def _forget_metrics_after(run_dir: str, step: int) -> None:
@@ -352,8 +456,8 @@ def _stored_evaluations(run_dir: str) -> dict:
 def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
     Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``), the occurrences
-    of each plugin warning (``ctx.warn``) and ``finished_at``: the step a resumed run had already finished at
-    (``None`` for a run that trained).
+    of each plugin warning (``ctx.warn``), a line per plugin saying what it acted on (``ctx.acted``) and
+    ``finished_at``: the step a resumed run had already finished at (``None`` for a run that trained).
 
     A fresh run into a folder holding a run is refused before anything loads, unless ``overwrite`` (the folder is
     then deleted once model, data and trainer are built). A resumed run reports the "before" figures its first run
@@ -364,7 +468,6 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
     if overwrite and resume:
         raise StackrlError("--overwrite and --resume: one replaces the run, the other continues it; give one")
     with config.origins.naming():
-        _check_evaluated_skill(config)
         checkpoint = resume_checkpoint(config, resume)
     if overwrite:
         _check_overwritable(run_dir)
@@ -376,7 +479,8 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
     if checkpoint:
         state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
         if _finished(state, grpo_args(config)):
-            return {"run_dir": run_dir, "evaluations": stored, "warnings": {}, "finished_at": state.global_step}
+            return {"run_dir": run_dir, "evaluations": stored, "warnings": {}, "activity": [],
+                    "finished_at": state.global_step}
     use_threads(config)
     # Only the "before" figures carry over: "after" belongs to the weights this run ends with.
     evaluations = {"before": stored["before"]} if "before" in stored else {}
@@ -410,7 +514,8 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
         plot_runs([run_dir])
-    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings), "finished_at": None}
+    return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings),
+            "activity": trainer.activity_summary(), "finished_at": None}
 
 
 def _finished(state: TrainerState, args: GRPOConfig) -> bool:
@@ -420,15 +525,24 @@ def _finished(state: TrainerState, args: GRPOConfig) -> bool:
     return state.epoch is not None and state.epoch >= args.num_train_epochs
 
 
-def _check_evaluated_skill(config: LoadedConfig) -> None:
-    """Training logs, plots and sums up held-out pass@1; the other skills are measured by ``stackrl eval``."""
+def _skill_notes(config: LoadedConfig, command: str | None) -> list[str]:
+    """Training logs, plots and sums up held-out pass@1; the other skills are measured by ``stackrl eval``: a
+    training run that would evaluate another skill is refused, one that evaluates nothing, or a config only being
+    validated, gets a note."""
     section = config.host.eval
-    if section.skill != "solve" and (section.before_and_after or section.every_steps):
+    if section.skill == "solve" or command == "eval":
+        return []
+    evaluating = section.before_and_after or section.every_steps
+    if command == "train" and evaluating:
         raise ConfigError(
             f"eval.skill {section.skill}: stackrl train measures solving while it trains; measure {section.skill} "
             f"with `stackrl eval CONFIG... eval.skill={section.skill} checkpoint=RUN`, or set "
             f"eval.before_and_after=false and eval.every_steps=0"
         )
+    return [
+        f"eval.skill {section.skill}: measured by `stackrl eval` only; `stackrl train` measures solving"
+        + (" and refuses this config unless eval.before_and_after=false and eval.every_steps=0" if evaluating else "")
+    ]
 
 
 def evaluate_checkpoint(config: LoadedConfig, checkpoint: str | None = None) -> dict:

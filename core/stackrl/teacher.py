@@ -12,8 +12,9 @@ and returns vocabulary log-probs only at the positions a loss needs, so span-res
   answer has none, and stays plain GRPO);
 - :func:`score_teacher` and :func:`score_student` score a loss context's completions at chosen positions;
 - :func:`student_and_teacher`: both distributions at every completion token, packed, for a divergence;
+  :func:`privileged_student_and_teacher`: the same for a loss term's rows that have the teacher's context;
 - :func:`forward_kl`, :func:`reverse_kl`, :func:`generalized_jsd`, :func:`restrict_to_teacher_topk`: per-position
-  divergences between packed log-prob rows;
+  divergences between packed log-prob rows (:func:`forward_kl_clip_scale`: the factor a clipped forward KL applies);
 - :func:`geometric_interpolation`: a target between two distributions, by mixing their logits;
 - :func:`relative_positions`, :func:`position_weights`, :func:`returns_to_go`: per-token weights over packed rows;
 - :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``);
@@ -107,6 +108,15 @@ def privileged(rollout: Rollout, template: str) -> Rollout | None:
     return rollout if len(rows) == len(rollout) else rollout.select(rows)
 
 
+def distilled(ctx, template: str) -> Rollout | None:
+    """:func:`privileged` of a loss term's micro-batch, ``ctx.rollout``, its rows reported as the plugin's activity:
+    ``ctx.acted(rows with the context, of=the micro-batch's rows)``."""
+    rollout = privileged(ctx.rollout, template)
+    ctx.acted(0 if rollout is None else len(rollout), of=len(ctx.rollout),
+              hint="no row had the teacher's context (a row without an answer has none)")
+    return rollout
+
+
 # -- the config keys the self-teacher plugins share ------------------------------------------------------------------
 
 # The teachers every self-teacher plugin offers: the live policy and the frozen reference. Some add their own
@@ -128,6 +138,15 @@ def check_teacher_settings(section: str, config, teachers: tuple[str, ...] | Non
     top_k = getattr(config, "top_k", None)
     if top_k is not None and top_k < 1:
         raise ConfigError(f"{section}.top_k: must be at least 1 (or null for the full vocabulary), not {top_k}")
+
+
+def check_teacher_run(run, plugin, *templates: str) -> None:
+    """A self-teacher plugin's ``check_run``: each of its ``templates`` settings against the data's columns
+    (:meth:`stackrl.RunFacts.check_template`), and a frozen teacher against a run that has a reference model."""
+    for key in templates:
+        run.check_template(plugin, key)
+    if plugin.config.teacher == "reference":
+        run.need_reference(f"{plugin.name}.teacher", "the frozen teacher is")
 
 
 # -- scoring a loss context's completions ---------------------------------------------------------------------------
@@ -189,6 +208,27 @@ def student_and_teacher(
     return restrict_to_teacher_topk(student, teacher_scores.topk_logprobs, teacher_scores.topk_ids)
 
 
+def privileged_student_and_teacher(
+    ctx, section: str, config, *, teacher: str | None = None
+) -> tuple[Rollout, torch.Tensor, torch.Tensor] | None:
+    """For a loss term: the rows of ``ctx.rollout`` with the teacher's context (:func:`distilled`: reported as the plugin's activity), and the
+    student's and the teacher's log-probs at every completion token of them (:func:`student_and_teacher`, the
+    student with its gradient while training); ``None`` when no row has the context.
+
+    ``config`` is a self-teacher plugin's section: ``teacher_template``, ``teacher`` (unless ``teacher`` names the
+    model), ``temperature`` and, where it has one, ``top_k``; errors name ``<section>.teacher_template``.
+    """
+    rollout = distilled(ctx, config.teacher_template)  # a row without an answer has no teacher
+    if rollout is None:
+        return None
+    student, teacher_logps = student_and_teacher(
+        ctx, rollout, config.teacher_template, teacher=config.teacher if teacher is None else teacher,
+        temperature=config.temperature, grad=ctx.training, top_k=getattr(config, "top_k", None),
+        where=f"{section}.teacher_template",
+    )
+    return rollout, student, teacher_logps
+
+
 # -- divergences between packed (P, V) log-prob rows ----------------------------------------------------------------
 
 
@@ -207,21 +247,27 @@ def _clip_push(divergence: torch.Tensor, push: torch.Tensor, clip: float) -> tor
     Clamping each vocabulary term instead zeroes the gradient of the large terms, which are those tokens, and what
     the other terms leave can push the other way.
     """
-    largest = push.abs().amax(-1)
-    return divergence * (clip / largest.clamp_min(clip))
+    return divergence * (clip / push.abs().amax(-1).clamp_min(clip))
+
+
+def forward_kl_clip_scale(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float) -> torch.Tensor:
+    """The factor ``min(1, clip / max_v |p_v - q_v|)`` by which ``forward_kl(clip=clip)`` scales each position's
+    KL (1 where the clip is not active); no gradient."""
+    with torch.no_grad():  # d KL(q || p) / d logit_v = p_v - q_v
+        push = student_logps.exp() - teacher_logps.exp()
+        return clip / push.abs().amax(-1).clamp_min(clip)
 
 
 def forward_kl(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float | None = None) -> torch.Tensor:
     """KL(teacher || student) at each position (the last dim is the vocabulary): mode-covering.
 
-    ``clip`` bounds how hard the divergence pushes any one logit of the student (see :func:`_clip_push`).
+    ``clip`` bounds how hard the divergence pushes any one logit of the student (see :func:`_clip_push`;
+    :func:`forward_kl_clip_scale` is the factor it applies).
     """
     divergence = _kl_terms(teacher_logps, student_logps).sum(-1)
     if clip is None:
         return divergence
-    with torch.no_grad():  # d KL(q || p) / d logit_v = p_v - q_v
-        push = student_logps.exp() - teacher_logps.exp()
-    return _clip_push(divergence, push, clip)
+    return divergence * forward_kl_clip_scale(student_logps, teacher_logps, clip)
 
 
 def reverse_kl(student_logps: torch.Tensor, teacher_logps: torch.Tensor, clip: float | None = None) -> torch.Tensor:

@@ -27,6 +27,7 @@ import re
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -37,6 +38,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from stackrl.context import (
+    ACTIVITY,
     WARNINGS,
     AdvantageContext,
     LossContext,
@@ -127,13 +129,32 @@ def default_reward_weights(plugins: PluginManager) -> dict:
     return {name: plugins.plugins[name].reward_weight() for name in plugins.implementers("reward")}
 
 
+@dataclass
+class Activity:
+    """What a plugin reported through ``ctx.acted`` over some steps: it acted on ``acted`` of ``of`` things."""
+
+    acted: float = 0.0
+    of: float = 0.0
+    hint: str | None = None  # the plugin's latest guess at the setting at fault, for a window it did nothing in
+
+    def add(self, acted: float, of: float, hint: str | None = None) -> None:
+        self.acted += acted
+        self.of += of
+        self.hint = hint or self.hint
+
+    @property
+    def share(self) -> float:
+        return self.acted / self.of if self.of else 0.0
+
+
 class StackTrainer(GRPOTrainer):
     """A GRPOTrainer whose rollouts, rewards, advantages and losses plugins can change.
 
     ``outcome_rewards`` maps a component name to ``fn(completion_text, reference_answer) -> float``; the
-    reference answer comes from the dataset column ``answer_column``. ``reward_weights`` maps component names to
-    weights or weight schedules (:mod:`stackrl.weights`; default: the plugin's ``reward_weight()``, 1.0 for the
-    built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
+    reference answer comes from the dataset column ``answer_column``; ``answer_format`` is how the run's
+    completions state their final answer (:mod:`stackrl.answers`), for the plugins that follow it.
+    ``reward_weights`` maps component names to weights or weight schedules (:mod:`stackrl.weights`; default: the
+    plugin's ``reward_weight()``, 1.0 for the built-in rewards), ``loss_weights`` loss-term names to weights (default 1.0). ``run_files`` (file name ->
     text) are written into every checkpoint next to the plugin state. At every logging step, the first ``log_samples`` groups of the
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
@@ -147,6 +168,7 @@ class StackTrainer(GRPOTrainer):
         plugins: PluginManager,
         outcome_rewards: dict[str, Callable[[str, str], float]] | None = None,
         answer_column: str = "answer",
+        answer_format: str = "auto",
         reward_weights: dict[str, float] | None = None,
         loss_weights: dict[str, float] | None = None,
         run_files: dict[str, str] | None = None,
@@ -160,6 +182,7 @@ class StackTrainer(GRPOTrainer):
         self.plugins = plugins
         self._outcome_rewards = dict(outcome_rewards or {})
         self._answer_column = answer_column
+        self._answer_format = answer_format
         self._prompt_format = prompt_format
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
@@ -181,6 +204,11 @@ class StackTrainer(GRPOTrainer):
         self._sample_ctx: SampleContext | None = None
         self._policy_logps: torch.Tensor | None = None
         self.warnings: Counter[str] = Counter()  # "<plugin>/<name>" -> occurrences ctx.warn counted in this run
+        # ctx.acted's reports: this step's, this logging window's, and the run's (from this start or resume on).
+        self._step_activity: dict[str, Activity] = {}
+        self._window_activity: dict[str, Activity] = {}
+        self.activity: dict[str, Activity] = {}
+        self._idle_warned: set[str] = set()
         if hasattr(kwargs.get("train_dataset"), "add_column"):  # a map-style dataset: each row carries its pool id
             kwargs["train_dataset"] = kwargs["train_dataset"].add_column(POOL_ROW, range(len(kwargs["train_dataset"])))
         self._context_warned: set[str] = set()  # plugins already told their prompts pass the model's context
@@ -261,8 +289,51 @@ class StackTrainer(GRPOTrainer):
             training=self.model.training,
             policy=fields.pop("policy", self._shared_policy),
             _log=fields.pop("_log", self._log_metric_now),
+            _acted=self._count_activity,
             **fields,
         )
+
+    # -- activity: what each plugin acted on ----------------------------------------------------------------------
+
+    def _count_activity(self, plugin: str, acted: float, of: float, hint: str | None) -> None:
+        self._step_activity.setdefault(plugin, Activity()).add(acted, of, hint)
+
+    def _close_activity_step(self) -> None:
+        """Log each reporting plugin's share of this step as ``activity/<plugin>``; TRL averages it over the window."""
+        for plugin, step in self._step_activity.items():
+            self._metrics["train"][f"{ACTIVITY}/{plugin}"].append(step.share)
+            self._window_activity.setdefault(plugin, Activity()).add(step.acted, step.of, step.hint)
+            self.activity.setdefault(plugin, Activity()).add(step.acted, step.of)
+        self._step_activity = {}
+
+    def _warn_idle_plugins(self) -> None:
+        """Once per plugin: the first logging window in which it acted on none of what it could act on, in its own
+        words (a window with nothing to act on, such as a schedule's end, is no warning)."""
+        for plugin, window in self._window_activity.items():
+            if window.acted == 0 and window.of > 0 and plugin not in self._idle_warned:
+                self._idle_warned.add(plugin)
+                hint = f"; {window.hint}" if window.hint else ""
+                logger.warning(
+                    "%s acted on nothing up to step %d: 0 of %g %s%s (metric %s/%s)",
+                    plugin, self.state.global_step, window.of, self._activity_words(plugin), hint, ACTIVITY, plugin,
+                )
+        self._window_activity = {}
+
+    def _activity_words(self, plugin: str) -> str:
+        return self.plugins.plugins[plugin].activity or "things it could act on"
+
+    def activity_summary(self) -> list[str]:
+        """One line per plugin of the run: what it acted on, over the run (from this start or resume on)."""
+        lines = []
+        for plugin in self.plugins.plugins:
+            total = self.activity.get(plugin)
+            if total is None:
+                lines.append(f"{plugin}: reported no activity (a plugin reports it with ctx.acted)")
+                continue
+            lines.append(
+                f"{plugin}: {total.acted:g} of {total.of:g} {self._activity_words(plugin)} ({total.share:.0%}) over the run"
+            )
+        return lines
 
     def _local_slice(self, n_local: int) -> slice:
         start = self.accelerator.process_index * n_local
@@ -346,6 +417,7 @@ class StackTrainer(GRPOTrainer):
                 SampleContext,
                 rollout_columns=self._columns(gather_object(self._pending_rows)),
                 group_size=self._group_size,
+                answer_format=self._answer_format,
             )
             everyone = gather_object(list(prompts))
 
@@ -437,6 +509,7 @@ class StackTrainer(GRPOTrainer):
             group_size=self._group_size,
             loss_mask=self._added_loss_mask,
             answer_column=self._answer_column,
+            answer_format=self._answer_format,
         )
         self._rollouts[self._mode] = rollout
         self._weigh_rewards(self.state.global_step)
@@ -620,6 +693,8 @@ class StackTrainer(GRPOTrainer):
     def log(self, logs, start_time=None):
         super().log(logs, start_time)
         step = self.state.global_step
+        if self._mode == "train":
+            self._warn_idle_plugins()
         # TRL's summary at the end of training logs the last step a second time: its samples are written once.
         logging_samples = self._log_samples and self._mode == "train" and "train" in self._rollouts
         if logging_samples and step != self._samples_logged_at:
@@ -709,6 +784,7 @@ class _HookCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._trainer.notify("post_step")
+        self._trainer._close_activity_step()
 
     def on_train_end(self, args, state, control, **kwargs):
         self._trainer.notify("train_end")

@@ -12,6 +12,8 @@ import types
 import typing
 from functools import cache
 
+from omegaconf import OmegaConf
+
 from stackrl.errors import ConfigError, did_you_mean
 
 # Keys of GRPOConfig that the host owns: setting them under `trainer` would bypass it.
@@ -43,26 +45,52 @@ def _field_types() -> dict[str, typing.Any]:
     return typing.get_type_hints(GRPOConfig)
 
 
-def check_names(section, where: str) -> None:
-    """Each key of one layer's ``trainer`` section is a GRPOConfig field the host does not own."""
-    known = _field_types()
+def check_names(section, where: str) -> list[ConfigError]:
+    """The mistakes in the key names of one layer's ``trainer`` section: each must be a GRPOConfig field the host
+    does not own. A YAML boolean given for a field whose values are words is read back as its word, in place."""
+    known, mistakes = _field_types(), []
+    raw = OmegaConf.to_container(section, resolve=False)  # an interpolation is resolved later, against the whole config
     for key in section:
         if key in HOST_OWNED:
-            raise ConfigError(f"{where}: 'trainer.{key}' is set by stackrl; use '{HOST_OWNED[key]}' instead")
-        if key not in known:
-            raise ConfigError(
-                f"{where}: unknown key 'trainer.{key}' (not a GRPOConfig field).{did_you_mean(key, known)}"
+            mistakes.append(ConfigError(f"{where}: 'trainer.{key}' is set by stackrl; use '{HOST_OWNED[key]}' instead"))
+        elif key not in known:
+            mistakes.append(
+                ConfigError(f"{where}: unknown key 'trainer.{key}' (not a GRPOConfig field).{did_you_mean(key, known)}")
             )
+        elif isinstance(raw[key], bool) and not _fits(raw[key], known[key]):
+            word = _word(raw[key], known[key])
+            if word is not None:
+                section[key] = word
+    return mistakes
 
 
-def check_values(settings: dict) -> None:
-    """Each value of the merged, resolved ``trainer`` section has its field's type and lies in its range."""
-    types_ = _field_types()
+def _word(value: bool, hint) -> str | None:
+    """The value a YAML 1.1 boolean stood for where the field takes words: unquoted ``no`` (``save_strategy: no``,
+    transformers' documented value) is read as false. Only ``no`` and ``off`` are some field's word."""
+    words = {member.value for arm in (*typing.get_args(hint), hint) if isinstance(arm, type) and issubclass(arm, enum.Enum)
+             for member in arm}
+    for word in ("no", "off") if value is False else ("yes", "on"):
+        if word in words:
+            return word
+    return None
+
+
+def check_values(settings: dict) -> list[ConfigError]:
+    """The mistakes in the merged, resolved ``trainer`` section: each value must have its field's type and lie in
+    its range."""
+    types_, mistakes = _field_types(), []
     for key, value in settings.items():
         if not _fits(value, types_[key]):
-            raise ConfigError(f"wrong type for 'trainer.{key}': {value!r} is not {_describe(types_[key])}")
-        if key in RANGES and value is not None and not _within(value, RANGES[key]):
-            raise ConfigError(f"trainer.{key} must be {_describe_range(RANGES[key])}, not {value}")
+            quote = (
+                " (YAML reads unquoted yes, no, on and off as booleans: quote the word)"
+                if isinstance(value, bool) and _fits("x", types_[key]) else ""
+            )
+            mistakes.append(
+                ConfigError(f"wrong type for 'trainer.{key}': {value!r} is not {_describe(types_[key])}{quote}")
+            )
+        elif key in RANGES and value is not None and not _within(value, RANGES[key]):
+            mistakes.append(ConfigError(f"trainer.{key} must be {_describe_range(RANGES[key])}, not {value}"))
+    return mistakes
 
 
 def _fits(value, hint) -> bool:

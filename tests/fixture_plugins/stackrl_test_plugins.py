@@ -260,6 +260,27 @@ class Warns(Plugin):
         ctx.warn("step", 2)
 
 
+@dataclass
+class ActsConfig:
+    acted: int = 1  # reported in the reward stage (of 4) and again after each step (of 12)
+
+
+class Acts(Plugin):
+    """Reports acting on ``acted`` of 4 things in the reward stage and ``acted`` of 12 after each step."""
+
+    Config = ActsConfig
+    activity = "things it reported"
+
+    @hookimpl
+    def reward(self, ctx):
+        ctx.acted(self.config.acted, of=4, hint="acts.acted is 0")
+        return [0.0] * len(ctx.rollout)
+
+    @hookimpl
+    def post_step(self, ctx):
+        ctx.acted(self.config.acted, of=12)
+
+
 class NoOp(Plugin):
     """Implements every hook and changes nothing: measures the host's own cost."""
 

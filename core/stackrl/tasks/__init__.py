@@ -51,6 +51,7 @@ def arith_skills_path() -> Path:
 
 
 TASKS = {"arithmetic": arithmetic.make_dataset}
+ANSWER_FORMATS = {"arithmetic": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
 BUILTIN_MODELS = {"stackrl/arith-tiny": arith_tiny_path, "stackrl/arith-skills": arith_skills_path}
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "RETRY_TEMPLATE",
     "SAME",
     "TASKS",
+    "ANSWER_FORMATS",
     "VERDICT_PREFIX",
     "WRONG",
     "arith_skills_path",

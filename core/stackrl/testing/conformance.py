@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from stackrl.context import ACTIVITY
 from stackrl.manager import HOOKS, PluginManager, installed_plugins
 from stackrl.testing.fixtures import HookRecorder, train_steps
 
@@ -30,10 +31,22 @@ class PluginConformance:
         manager = PluginManager(config.plugins())
         assert any(self.plugin_name in manager.implementers(hook) for hook in HOOKS), "implements no hook"
 
+    def test_says_what_it_acts_on(self, make_config):
+        config = make_config([self.plugin_name], **self.plugin_settings)
+        plugin = PluginManager(config.plugins()).plugins[self.plugin_name]
+        assert plugin.activity.strip(), (
+            f"{type(plugin).__name__}.activity is empty: say in one line what ctx.acted(n, of=m) counts, read as "
+            "'n of m <activity>' (docs/hooks.md, ctx.acted)"
+        )
+
     def test_two_step_training(self, make_config):
         config = make_config([*self.stacked_with, self.plugin_name], **self.plugin_settings)
         recorder = HookRecorder()
         trainer = train_steps(config, steps=2, monitor=recorder)
         assert trainer.state.global_step == 2
         assert any(call.plugin == self.plugin_name for call in recorder.calls), "no hook of the plugin was called"
+        metric = f"{ACTIVITY}/{self.plugin_name}"
+        logged = [row[metric] for row in trainer.state.log_history if metric in row]
+        assert len(logged) == 2, f"{metric} logged at {len(logged)} of 2 steps: report each step with ctx.acted(n, of=m)"
+        assert all(0 <= share <= 1 for share in logged), f"{metric}: {logged} is no share"
 

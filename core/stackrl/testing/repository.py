@@ -55,14 +55,30 @@ def load_script(path: Path):
 def use_fixture_plugins(root: Path) -> None:
     """Make the host's test plugins (``root/tests/fixture_plugins``) importable and found by entry point, in this
     process and in every process it starts, without installing them: a user's ``stackrl plugins`` never lists them.
-
-    The folder's ``pyproject.toml`` declares them; their metadata (name, version, entry points) is written to a
-    temporary folder, the way an installer would, and both folders go on ``sys.path`` and ``PYTHONPATH``.
     """
-    project = Path(root).resolve() / "tests" / "fixture_plugins"
-    declared = tomllib.loads((project / "pyproject.toml").read_text())["project"]
-    site = Path(tempfile.mkdtemp(prefix="stackrl-fixture-plugins-"))
+    use_projects([Path(root) / "tests" / "fixture_plugins"])
+
+
+def use_projects(projects: list[Path]) -> None:
+    """Make the distributions of the project folders ``projects`` (each with a ``pyproject.toml``: the host's root,
+    a plugin folder) importable and found by entry point, in this process and in every process it starts, without
+    installing them (a machine with no build tools or index, or test plugins a user never sees).
+
+    Each project's metadata (name, version, entry points) is written to a temporary folder, the way an installer
+    would, and that folder and the projects' code folders go on ``sys.path`` and ``PYTHONPATH``.
+    """
+    site = Path(tempfile.mkdtemp(prefix="stackrl-projects-"))
     atexit.register(shutil.rmtree, site, ignore_errors=True)
+    paths = [*(str(write_metadata(Path(project).resolve(), site)) for project in projects), str(site)]
+    sys.path.extend(paths)
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def write_metadata(project: Path, site: Path) -> Path:
+    """Write the ``.dist-info`` folder of the distribution ``project/pyproject.toml`` declares into ``site``;
+    returns the folder its code is imported from (setuptools' ``packages.find.where``, else the project)."""
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    declared = pyproject["project"]
     info = site / f"{declared['name'].replace('-', '_')}-{declared['version']}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
@@ -73,6 +89,6 @@ def use_fixture_plugins(root: Path) -> None:
     entry_points.read_dict(declared.get("entry-points", {}))
     with open(info / "entry_points.txt", "w") as f:
         entry_points.write(f)
-    paths = [str(project), str(site)]
-    sys.path.extend(paths)
-    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+    found = pyproject.get("tool", {}).get("setuptools", {}).get("packages", {})
+    where = found.get("find", {}).get("where", ["."]) if isinstance(found, dict) else ["."]
+    return project / where[0]

@@ -11,11 +11,13 @@ the first ``warmup`` steps of every run. Three per-step times are kept:
 - ``trl``:  TRL's own ``step_time`` (``training_step`` only: generation through backward).
 
 A ratio is one of pooled medians; the spread of the per-round ratios (each round's median against the same round's
-baseline) shows how much of a difference the machine's noise could make.
+baseline) shows how much of a difference the machine's noise could make. Each run also counts the tokens of its
+steps (prompt and completion tokens, as TRL counts them) and, on a GPU, the peak memory torch allocated.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -83,9 +85,10 @@ class Variant:
 
     def build(self, dataset):
         config = self.config
-        model, _ = load_model(config.host.model, torch.device("cpu"))
-        common = dict(model=model, args=grpo_args(config), processing_class=load_tokenizer(config.host.model),
-                      train_dataset=dataset)
+        args = grpo_args(config)
+        model, peft_config = load_model(config.host.model, args.device)
+        common = dict(model=model, args=args, processing_class=load_tokenizer(config.host.model),
+                      train_dataset=dataset, peft_config=peft_config)
         if self.plugins is None:
             return GRPOTrainer(reward_funcs=[_exact_match_reward], **common)
         return StackTrainer(
@@ -96,8 +99,14 @@ class Variant:
             **common,
         )
 
-    def run(self, dataset, profiler=None) -> dict[str, list]:
-        """Train once; the per-step times and, per logged step, (mean completion length, mean reward)."""
+    def run(self, dataset, profiler=None) -> dict:
+        """Train once; the per-step times and tokens, per logged step (mean completion length, mean reward), and
+        the peak GPU memory in bytes (``None`` without a GPU)."""
+        gpu = torch.cuda.is_available()
+        if gpu:  # what the previous run left (a trainer in a reference cycle) is not this run's memory
+            gc.collect()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         trainer = self.build(dataset)
         trainer.remove_callback(PrinterCallback)  # disable_tqdm=True would print every log dict
         clock = StepClock()
@@ -108,11 +117,14 @@ class Variant:
         if profiler is not None:
             profiler.disable()
         logs = [entry for entry in trainer.state.log_history if "step_time" in entry]
+        counted = [entry["num_tokens"] for entry in logs]  # running totals
         return {
             "wall": clock.wall,
             "cpu": clock.cpu,
             "trl": [entry["step_time"] for entry in logs],
+            "tokens": [b - a for a, b in zip([0, *counted], counted)],
             "trajectory": [(entry.get("completions/mean_length"), entry.get("reward")) for entry in logs],
+            "peak_memory": torch.cuda.max_memory_allocated() if gpu else None,
         }
 
 
@@ -143,11 +155,14 @@ class Rounds:
         self.dataset = load_prompts(first.config.host.data)
         self.per_round = {v: {m: [] for m in METRICS} for v in variants}
         self.pooled = {v: {m: [] for m in METRICS} for v in variants}
+        self.tokens = {v: [] for v in variants}
+        self.peak_memory: dict[str, int | None] = {}
         self.trajectories: dict[str, list] = {}
+        self.done = 0  # rounds run so far: a later call goes on rotating which variant goes first
 
     def run(self, rounds: int, report: Callable[[str], None] | None = None) -> None:
         names = list(self.variants)
-        for r in range(rounds):
+        for r in range(self.done, self.done + rounds):
             shift = r % len(names)
             for name in names[shift:] + names[:shift]:
                 out = self.variants[name].run(self.dataset)
@@ -155,13 +170,21 @@ class Rounds:
                     kept = out[m][self.warmup :]
                     self.pooled[name][m] += kept
                     self.per_round[name][m].append(statistics.median(kept))
+                self.tokens[name] += out["tokens"][self.warmup :]
+                if out["peak_memory"] is not None:
+                    self.peak_memory[name] = max(self.peak_memory.get(name, 0), out["peak_memory"])
                 self.trajectories.setdefault(name, out["trajectory"])
                 if report:
                     times = ", ".join(f"{self.per_round[name][m][-1]:.4f} {m}" for m in METRICS)
                     report(f"round {r + 1} {name:>8}: median s/step {times}")
+            self.done += 1
 
     def median(self, name: str, metric: str) -> float:
         return statistics.median(self.pooled[name][metric])
+
+    def tokens_per_second(self, name: str) -> float:
+        """Median tokens of a step over its median wall-clock time."""
+        return statistics.median(self.tokens[name]) / self.median(name, "wall")
 
     def ratio(self, name: str, baseline: str, metric: str = "wall") -> float:
         """Pooled median of ``name`` over that of ``baseline``."""

@@ -9,19 +9,24 @@ a hint, an assertion that the answer is right or wrong) into per-token credit sh
   for every plugin of the stage: log-probs, gaps, contrasts, entropy and top-k mass;
 - :func:`entropy_and_topk_mass`: per-position statistics computed a chunk of positions at a time;
 - :mod:`stackrl.tokensignals.modulators`: signals into advantages (magnitude weights, budget-preserving
-  reallocation, routing, gates);
+  reallocation, routing, gates), and the tokens a reshaping changed, reported as a plugin's activity;
 - :class:`CollapseGate`: switches a term off once a batch statistic (a teacher's entropy) collapses; checkpointed.
 """
 
 from stackrl.tokensignals.contexts import DERIVED_FIELDS, REFERENCE, STUDENT, SignalContext, derived_fields
 from stackrl.tokensignals.gates import CollapseGate
 from stackrl.tokensignals.modulators import (
+    acted_on_tokens,
+    bounded_weights,
     entropy_gate,
     inverse_sensitivity,
+    linear_decay,
     magnitude_weights,
     mean_one,
+    mixed,
     per_token,
     reallocate,
+    reweight,
     route,
 )
 from stackrl.tokensignals.service import TokenSignals
@@ -34,13 +39,18 @@ __all__ = [
     "STUDENT",
     "SignalContext",
     "TokenSignals",
+    "acted_on_tokens",
+    "bounded_weights",
     "derived_fields",
     "entropy_and_topk_mass",
     "entropy_gate",
     "inverse_sensitivity",
+    "linear_decay",
     "magnitude_weights",
     "mean_one",
+    "mixed",
     "per_token",
     "reallocate",
+    "reweight",
     "route",
 ]

@@ -14,7 +14,11 @@ and the reference (``solution`` and ``answer`` columns):
   as a whole number or word, by ``claimed_answer`` or ``wrong_answer``: a worked solution asserting that answer
   (``claimed_solution`` is the reference itself on a correct row);
 - ``denied_solution``: a solution asserting an answer other than the row's: the reference on a wrong row,
-  ``wrong_solution`` on a correct one.
+  ``wrong_solution`` on a correct one;
+- ``correct_sibling``: the completion of another correct rollout of the row's group (the next one after the row,
+  cyclically); ``wrong_sibling_1`` to ``wrong_sibling_4`` (``wrong_sibling`` is the first): the completions of up
+  to four other wrong rollouts of the group that state an answer, in the same order. A row whose group has no
+  such sibling has no value, and no context that uses it.
 
 Correctness is ``stackrl.rewards.exact_match`` against the answer column (``rollout.answer_column``).
 
@@ -37,9 +41,11 @@ from stackrl.teacher import privileged_rows, template_fields, teacher_prompts
 if TYPE_CHECKING:
     from stackrl.context import Rollout
 
+WRONG_SIBLINGS = 4
+SIBLING_FIELDS = ("correct_sibling", "wrong_sibling", *(f"wrong_sibling_{k}" for k in range(1, WRONG_SIBLINGS + 1)))
 DERIVED_FIELDS = (
     "response", "response_answer", "wrong_answer", "claimed_answer",
-    "claimed_solution", "wrong_solution", "denied_solution",
+    "claimed_solution", "wrong_solution", "denied_solution", *SIBLING_FIELDS,
 )
 
 
@@ -59,10 +65,21 @@ class SignalContext:
 
     def rows(self, rollout: Rollout) -> list[int]:
         """The rows this context applies to: every row for the trained prompt; for a template, the rows with
-        privileged context."""
+        privileged context and a value for every derived field it uses."""
         if self.template is None:
             return list(range(len(rollout)))
-        return privileged_rows(rollout, self.template, columns=("solution",) if self.derived else ())
+        rows = privileged_rows(rollout, self.template, columns=("solution",) if self.derived else ())
+        used = set(template_fields(self.template)) & set(SIBLING_FIELDS)
+        if used:
+            fields = derived_fields(rollout, where=f"context '{self.name}'")
+            rows = [i for i in rows if all(fields[name][i] is not None for name in used)]
+        return rows
+
+    def nth_wrong_sibling(self, k: int) -> SignalContext:
+        """This context with ``{wrong_sibling}`` standing for the ``k``-th wrong sibling (1-based)."""
+        if not 1 <= k <= WRONG_SIBLINGS:
+            raise PluginError(f"context '{self.name}': wrong sibling {k} of at most {WRONG_SIBLINGS}")
+        return SignalContext(f"{self.name}[{k}]", self.template.replace("{wrong_sibling}", f"{{wrong_sibling_{k}}}"))
 
     def prompts(self, rollout: Rollout) -> dict:
         """The context of each row it applies to, by row: the row's trained prompt tokens, or its formatted
@@ -109,7 +126,25 @@ def derived_fields(rollout: Rollout, *, where: str) -> dict[str, list[str | None
         fields["claimed_solution"][i] = _replace_answer(solution, answer, claimed)
         fields["wrong_solution"][i] = _replace_answer(solution, answer, wrong)
         fields["denied_solution"][i] = fields["wrong_solution"][i] if correct else solution
+    _siblings(rollout, answers, fields)
     return fields
+
+
+def _siblings(rollout: Rollout, answers: list[str | None], fields: dict) -> None:
+    """Fill the sibling fields of ``fields`` for the rows that have an answer: the other rollouts of each group,
+    in cyclic order from the row's, split into correct ones and wrong ones that state an answer."""
+    size = rollout.group_size
+    for i in privileged_rows(rollout, columns=("solution",)):
+        group = list(range(i // size * size, min((i // size + 1) * size, len(rollout))))  # a selection may cut it
+        at = group.index(i)
+        others = group[at + 1 :] + group[:at]
+        texts = {j: rollout.completions[j] for j in others}
+        correct = [j for j in others if answers[j] is not None and exact_match(texts[j], answers[j])]
+        wrong = [j for j in others if j not in correct and extract_answer(texts[j]) is not None]
+        fields["correct_sibling"][i] = texts[correct[0]] if correct else None
+        for k, j in enumerate(wrong[:WRONG_SIBLINGS], start=1):
+            fields[f"wrong_sibling_{k}"][i] = texts[j]
+        fields["wrong_sibling"][i] = fields["wrong_sibling_1"][i]
 
 
 def _other_answer(answers: list[str | None], row: int, group_size: int, *, where: str) -> str:

@@ -18,6 +18,16 @@ def per_token(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return advantages * mask
 
 
+def acted_on_tokens(ctx, advantages: torch.Tensor, reshaped: torch.Tensor, mask: torch.Tensor, hint: str | None = None):
+    """Report the completion tokens whose advantage ``reshaped`` changed from ``advantages`` as the plugin's activity
+    (``ctx.acted``, of every completion token), and return ``reshaped``."""
+    before = per_token(advantages, mask)
+    changed = ((reshaped - before).abs() > 1e-6 * (1 + before.abs())) & mask.bool()
+    hint = hint or "no token's advantage changed: no row had the teacher's context, or every advantage was 0"
+    ctx.acted(int(changed.sum()), of=int(mask.sum()), hint=hint)
+    return reshaped
+
+
 def mean_one(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Positive ``weights`` scaled per sequence so that their mean over the sequence's tokens is 1."""
     mask = mask.to(weights.dtype)
@@ -36,6 +46,35 @@ def magnitude_weights(signal: torch.Tensor, direction: torch.Tensor, mask: torch
         raise StackrlError(f"magnitude_weights: clip must be positive, not {clip}")
     sign = per_token(direction.sign(), mask)
     return torch.exp(sign * signal.clamp(-clip, clip)) * mask
+
+
+def bounded_weights(signal: torch.Tensor, direction: torch.Tensor, mask: torch.Tensor, bound: float) -> torch.Tensor:
+    """``clamp(exp(sign(direction) * signal), 1 - bound, 1 + bound)``: the exponential kept near 1 (no clip on the
+    signal; the bound is on the weight). ``direction`` as in :func:`magnitude_weights`."""
+    if not 0 < bound < 1:
+        raise StackrlError(f"bounded_weights: bound must be in (0, 1), not {bound}")
+    sign = per_token(direction.sign(), mask)
+    return torch.exp(sign * signal).clamp(1 - bound, 1 + bound) * mask
+
+
+def mixed(weights: torch.Tensor, share: float, mask: torch.Tensor) -> torch.Tensor:
+    """``(1 - share) + share * weights``: weights applied at ``share`` of their strength (0: all 1)."""
+    return ((1 - share) + share * weights) * mask
+
+
+def linear_decay(value: float, steps: int, step: int) -> float:
+    """``value`` at step 0, falling linearly to 0 at step ``steps`` and after; ``steps`` 0 keeps it constant."""
+    if steps <= 0:
+        return value
+    return value * max(0.0, 1.0 - step / steps)
+
+
+def reweight(advantages: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor, normalize: bool) -> torch.Tensor:
+    """``advantages`` times non-negative ``weights``: rescaled per sequence to keep its credit
+    (:func:`reallocate`) with ``normalize``, as they are without."""
+    if normalize:
+        return reallocate(advantages, weights, mask)
+    return per_token(advantages, mask) * weights
 
 
 def reallocate(advantages: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -97,6 +97,16 @@ class TokenSignals:
         """``log pi(y_t | first) - log pi(y_t | second)``: the student's own term cancels between two teachers."""
         return (self.logprobs(first, **options) - self.logprobs(second, **options)) * self.covered(first, second)
 
+    def mixture_logprobs(self, contexts: list[SignalContext], **options) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log mean_k pi(y_t | contexts[k]), count)``: each token's log-probability under the uniform mixture of
+        the contexts that apply to its row, and how many do (``(N,)``; a row none applies to gets 0 and 0)."""
+        logprobs = torch.stack([self.logprobs(c, **options) for c in contexts])
+        applies = torch.stack([self.covered(c).sum(1) > 0 for c in contexts])
+        count = applies.sum(0)
+        mixed = torch.logsumexp(logprobs.masked_fill(~applies.unsqueeze(2), float("-inf")), 0)
+        mixed = (mixed - count.clamp_min(1).log().unsqueeze(1)).nan_to_num(0.0, neginf=0.0)
+        return mixed * (count > 0).unsqueeze(1) * self.mask, count
+
     def entropy(self, context: SignalContext, *, model: str = "policy", temperature: float | None = None):
         """The entropy of the next-token distribution at each position, under ``context``."""
         scored = self._scored(context, model, temperature, statistics=True)

@@ -1,9 +1,10 @@
 """AntiSD's gate on the built-in task: the teacher's entropy step by step under AntiSD and under plain GRPO, and
 the step the gate closes at.
 
-Three arms of configs/recipes/antisd-cpu.yaml, several seeds: "antisd" (the recipe, with any overrides given on
-the command line), "ungated" (the same term with a gate that never closes) and "grpo" (the term weighted 0 and a
-gate that never closes: it only watches the teacher's entropy). Prints, per seed and arm, the step the gate
+Four arms of configs/recipes/antisd-cpu.yaml, several seeds: "antisd" (the recipe, the bounded advantage term,
+with any overrides given on the command line), "ungated" (the same term with a gate that never closes), "grpo"
+(the term weighted 0 and a gate that never closes: it only watches the teacher's entropy) and "loss" (the loss
+form, the JSD ascended at weight 0.1, with the recipe's gate). Prints, per seed and arm, the step the gate
 closed at and the training reward over the last third of the run, then the mean teacher entropy per step of each
 arm.
 
@@ -25,7 +26,8 @@ RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "antisd-c
 ARMS = {
     "antisd": [],
     "ungated": ["antisd.gate_threshold=0.0"],
-    "grpo": ["losses.antisd=0.0", "antisd.gate_threshold=0.0"],
+    "grpo": ["antisd.scale=0.0", "antisd.gate_threshold=0.0"],
+    "loss": ["antisd.form=loss", "losses.antisd=0.1"],
 }
 
 
@@ -42,7 +44,7 @@ def run(arm: str, seed: int, steps: int, overrides=()) -> dict:
     return {
         "entropy": [log.get("antisd/teacher_entropy") for log in logs],
         "smoothed": [log.get("antisd/teacher_entropy_smoothed") for log in logs],
-        "term": [log.get("loss/antisd") for log in logs],
+        "term": [log.get("antisd/bonus_mean", log.get("loss/antisd")) for log in logs],
         "closed_at": gate.closed_at,
         "limit": gate.limit,
         "late_reward": sum(rewards[-max(1, len(rewards) // 3):]) / max(1, len(rewards) // 3),

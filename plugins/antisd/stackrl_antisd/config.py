@@ -10,14 +10,23 @@ from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.teacher import check_teacher_settings
 
 
+FORMS = ("advantage", "loss")
+
+
 @dataclass
 class AntisdConfig:
+    # "advantage": the paper's form, A_t = A - scale * phi(u_t) with phi(u) = (softplus(u) - log 2) / 2 and
+    # u_t = log pi_T(y_t) - log pi(y_t) of the sampled token, added to GRPO's advantage; "loss": a loss term
+    # ascending the full-vocabulary generalized JSD (weighted by losses.antisd).
+    form: str = "advantage"
+    # The advantage form's weight lambda of the bounded term next to GRPO's advantage.
+    scale: float = 0.1
     # The teacher's prompt, formatted with {prompt} and the dataset columns: {solution} is the verified solution
     # the student never sees. The default is the solution, a blank line, then the question.
     teacher_template: str = REFERENCE_TEMPLATE
     # The teacher's weights: any model ctx.score knows ("policy": the live policy, "reference": the frozen one).
     teacher: str = "policy"
-    # The mixture weight of the generalized JSD that is ascended. Strictly inside (0, 1), where the divergence is
+    # The loss form only: the mixture weight of the generalized JSD that is ascended. Strictly inside (0, 1), where the divergence is
     # bounded per token by the binary entropy of beta: log 2 at 0.5, the plain Jensen-Shannon divergence.
     beta: float = 0.5
     # Both distributions are softmax(logits / temperature); null: the run's sampling temperature.
@@ -41,6 +50,10 @@ def check(config: AntisdConfig) -> None:
         raise ConfigError(f"antisd.{key}: {message}")
 
     check_teacher_settings("antisd", config, teachers=None)
+    if config.form not in FORMS:
+        refuse("form", f"must be one of {', '.join(FORMS)}, not '{config.form}'")
+    if config.scale < 0:
+        refuse("scale", f"must be non-negative, not {config.scale}")
     if not 0.0 < config.beta < 1.0:
         refuse("beta", f"must lie strictly inside (0, 1), where the divergence is bounded, not {config.beta}")
     if config.gate_threshold < 0 or (config.gate_relative and config.gate_threshold > 1):

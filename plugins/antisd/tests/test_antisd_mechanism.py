@@ -14,6 +14,6 @@ def test_the_gate_closes_when_the_teachers_entropy_falls_below_its_threshold_and
     closed = result["closed_at"]
     below = [step for step, value in enumerate(result["smoothed"]) if value is not None and value < result["limit"]]
     assert closed is not None and below and closed == below[0], result
-    assert all(-math.log(2) <= term < 0 for term in result["term"][:closed]), result
+    assert all(term is not None and term <= math.log(2) / 2 for term in result["term"][:closed]), result
     assert all(term is None for term in result["term"][closed:]), "the term goes on after the gate closed"
     assert all(value is None for value in result["entropy"][closed + 1 :]), "a latched gate stops measuring"

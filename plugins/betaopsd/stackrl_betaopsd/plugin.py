@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import geometric_interpolation, privileged, score_student, student_and_teacher
+from stackrl.teacher import check_teacher_run, distilled, geometric_interpolation, score_student, student_and_teacher
 from stackrl_betaopsd.config import BetaOpsdConfig, check
 from stackrl_betaopsd.loss import trajectory_divergence
 
@@ -39,6 +39,10 @@ class BetaOpsd(Plugin):
     """beta-OPSD: OPSD whose target is anchored to the reference policy by beta, with return-to-go credit."""
 
     Config = BetaOpsdConfig
+    activity = "completions had the teacher's context to distil on"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -55,7 +59,7 @@ class BetaOpsd(Plugin):
 
     @hookimpl
     def loss_term(self, ctx):
-        rollout = privileged(ctx.rollout, self.config.teacher_template)  # a row without an answer has no teacher
+        rollout = distilled(ctx, self.config.teacher_template)  # a row without an answer has no teacher
         if rollout is None:
             return None
         per_token = target_divergence(

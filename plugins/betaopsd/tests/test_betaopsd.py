@@ -6,7 +6,7 @@ import itertools
 import pytest
 import torch
 
-from stackrl import ConfigError, Rollout
+from stackrl import ConfigError, LossContext, Rollout
 from stackrl.policy import _SNAPSHOTS
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
@@ -98,11 +98,17 @@ def trainer(make_config):
                                         betaopsd={"teacher_template": REFERENCE_TEMPLATE},
                                         trainer={"temperature": SAMPLING_TEMPERATURE}))
     trainer._shared_policy.update_snapshot("initial")
+    trainer.plugins.plugins["betaopsd"].train_begin(_ctx(trainer))  # the plugin's own snapshot, as training takes it
     torch.manual_seed(1)
     with torch.no_grad():
         for p in trainer.model.parameters():
             p.add_(0.05 * torch.randn_like(p))
     return trainer
+
+
+def _ctx(trainer, rollout=None) -> LossContext:
+    return LossContext(step=0, tokenizer=trainer.processing_class, policy=trainer._shared_policy,
+                       _log=lambda *_: None, _plugin="betaopsd", training=False, rollout=rollout)
 
 
 def _rollout(tokenizer) -> Rollout:
@@ -111,12 +117,12 @@ def _rollout(tokenizer) -> Rollout:
                            ["4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", "3 + 5 = 8\n8 - 2 = 6\nThe answer is 6."])
 
 
-def direct(trainer, rollout, mix: float, *, reverse=True) -> torch.Tensor:
+def direct(trainer, rollout, mix: float, *, reverse=True, reference="initial") -> torch.Tensor:
     """Per token, in float64 from the raw logits at the sampling temperature: the target softmax((1 - mix) z_ref +
-    mix z_T), z_ref the initial weights' logits after the student prompt, z_T the live policy's after the teacher
-    prompt; then KL(student || target) (or KL(target || student))."""
+    mix z_T), z_ref the logits of snapshot ``reference`` (or of the live policy, "policy") after the student
+    prompt, z_T the live policy's after the teacher prompt; then KL(student || target) (or KL(target || student))."""
     teacher_ids = trainer._tokenize_prompts(teacher_prompts(rollout.prompts, rollout.columns, REFERENCE_TEMPLATE))[0]
-    initial = _SNAPSHOTS[trainer]["initial"].model
+    initial = trainer.model if reference == "policy" else _SNAPSHOTS[trainer][reference].model
     values = []
     for student_ids, teacher_context, completion in zip(rollout.prompt_ids, teacher_ids, rollout.completion_ids):
         z_s = completion_logits(trainer.model, student_ids, completion)
@@ -152,6 +158,17 @@ def test_forward_kl_runs_from_the_target(trainer):
     rollout = _rollout(trainer.processing_class)
     got = _got(trainer, rollout, beta=2.0, divergence="forward_kl")
     assert torch.allclose(got, direct(trainer, rollout, 0.5, reverse=False), rtol=1e-4, atol=1e-5)
+
+
+def test_the_loss_term_reads_the_reference_from_the_snapshot_taken_when_training_began(trainer):
+    """The hook's value is the token mean of KL(student || target) whose z_ref comes from the plugin's own
+    snapshot, not from the live policy (which has moved since)."""
+    rollout = _rollout(trainer.processing_class)
+    got = trainer.plugins.plugins["betaopsd"].loss_term(_ctx(trainer, rollout)).double()
+    expected = direct(trainer, rollout, 0.5, reference="betaopsd").mean()
+    assert got.item() == pytest.approx(expected.item(), rel=1e-4)
+    live = direct(trainer, rollout, 0.5, reference="policy").mean()
+    assert abs(live - expected) > 100 * abs(got - expected), "the live policy as reference gives another value"
 
 
 def test_training_scores_the_reference_with_the_weights_it_began_with(make_config):

@@ -33,7 +33,9 @@ class Scoring(Enum):
 @dataclass
 class CoVoConfig:
     # Answers: extracted from each completion, then clustered into a group's distinct answers y_1..y_K.
-    answer_extractor: Extractor = Extractor.boxed  # boxed keeps the wrapper, as the authors' probes carry it
+    # None: the run's answer format (data.answer_format; on boxed data, boxed: the wrapper kept, as the authors'
+    # probes carry it); the built-in task's is answer_is.
+    answer_extractor: Optional[Extractor] = None
     answer_regex: Optional[str] = None  # with answer_extractor: regex
     math_verify: bool = True  # answers also count as one when math-verify finds them equal (the authors' check)
     # Steps: non-empty lines; \[ ... \] blocks kept whole; at most max_steps (colon lines merged, then chunks).

@@ -13,7 +13,7 @@ import re
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.answers import Extractor, groups_of, make_extractor
+from stackrl.answers import Extractor, groups_of, read_answers
 from stackrl_covo.config import Aggregation, CoVoConfig, Curiosity, RewardMode, Scoring
 from stackrl_covo.formulas import curiosity_bonus, group_rewards, ril, riv
 from stackrl_covo.probing import ProbeTexts, plan_probes, probe_logprobs, read_plan
@@ -28,11 +28,11 @@ class CoVo(Plugin):
     """CoVo (Zhang et al., 2025, arXiv 2506.08745) on the reward hook."""
 
     Config = CoVoConfig
+    activity = "completions had an answer it could score"
 
     def __init__(self, config=None):
         super().__init__(config)
         self._check_config()
-        self._extract = make_extractor(self.config.answer_extractor, self.config.answer_regex)
 
     def _check_config(self) -> None:
         config = self.config
@@ -58,7 +58,7 @@ class CoVo(Plugin):
     def reward(self, ctx):
         config, rollout, tokenizer = self.config, ctx.rollout, ctx.tokenizer
         texts = tokenizer.batch_decode(rollout.completion_ids, skip_special_tokens=True)
-        answers = [self._extract(text) for text in texts]
+        answers = read_answers(ctx, config, "covo", texts)
         size = rollout.group_size
         index, distinct = [], []
         for group in groups_of(answers, size, config.math_verify):

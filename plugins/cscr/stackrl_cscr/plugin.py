@@ -8,8 +8,8 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, inverse_sensitivity, reallocate
+from stackrl.teacher import check_teacher_run, check_teacher_settings
+from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, inverse_sensitivity, reallocate
 
 SENSITIVITIES = ("sum", "max")
 
@@ -28,9 +28,11 @@ class CscrConfig:
     # Sensitivity of a token from its shifts d+ and d- (log-prob under the context minus the student's):
     # "sum" |d+| + |d-|, "max" max(|d+|, |d-|).
     sensitivity: str = "sum"
-    # Weights 1 / (1 + strength * sensitivity), renormalised so each rollout keeps its credit and sign; the
-    # paper finds moderate down-weighting best and strong modulation unstable.
+    # Weights max(floor, 1 / (1 + strength * sensitivity)), renormalised so each rollout keeps its credit and
+    # sign. The paper finds moderate down-weighting best and strong modulation unstable: the floor keeps the most
+    # sensitive token at least `floor` times the credit of an insensitive one (0: no floor).
     strength: float = 1.0
+    floor: float = 0.5
     # A token counts as shifted, in the logged diagnostic, when both |d+| and |d-| exceed this (nats).
     shift_threshold: float = 0.1
     # Softmax temperature of every score; null: the run's sampling temperature.
@@ -42,6 +44,10 @@ class CscrConfig:
             raise ConfigError(f"cscr.sensitivity: must be one of {', '.join(SENSITIVITIES)}, not '{self.sensitivity}'")
         if self.strength < 0:
             raise ConfigError(f"cscr.strength: must be non-negative, not {self.strength}")
+        if not 0 <= self.floor <= 1:
+            raise ConfigError(f"cscr.floor: must be in [0, 1], not {self.floor}")
+        if self.shift_threshold < 0:
+            raise ConfigError(f"cscr.shift_threshold: must be non-negative (nats), not {self.shift_threshold}")
 
 
 def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind: str) -> torch.Tensor:
@@ -52,9 +58,14 @@ def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind
 
 
 class Cscr(Plugin):
-    """``A_t = A * w_t * T / sum w``, ``w_t = 1 / (1 + strength * s_t)``, ``s_t`` the counterfactual sensitivity."""
+    """``A_t = A * w_t * T / sum w``, ``w_t = max(floor, 1 / (1 + strength * s_t))``, ``s_t`` the counterfactual
+    sensitivity."""
 
     Config = CscrConfig
+    activity = "completion tokens had their advantage reweighted"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "correct_template", "incorrect_template")
 
     def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""
@@ -71,5 +82,7 @@ class Cscr(Plugin):
         shifted = (up.abs() > threshold) & (down.abs() > threshold) & mask.bool()
         if shifted.any():  # the paper's diagnostic: most shifted tokens move the same way under both claims
             ctx.log("same_direction", (up.sign() == down.sign())[shifted].float().mean().item())
-        weights = inverse_sensitivity(sensitivity(up, down, self.config.sensitivity), self.config.strength)
-        return reallocate(advantages, weights * mask, mask)
+        weights = inverse_sensitivity(sensitivity(up, down, self.config.sensitivity), self.config.strength).clamp_min(
+            self.config.floor
+        )
+        return acted_on_tokens(ctx, advantages, reallocate(advantages, weights * mask, mask), mask)

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.answers import AnswerSettings, GroupAnswers, extractor_of, groups_of
+from stackrl.answers import AnswerSettings, GroupAnswers, extractor_of, groups_of, read_answers
 
 
 @dataclass
 class DAREConfig(AnswerSettings):
-    # Answers (inherited): answer_extractor (auto), answer_regex, math_verify.
+    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify.
     min_frequency: float = 0.2  # pruned below this share of the group (G = 8: answers given once)
     exploration_bonus: float = 0.1  # added to kept answers other than the majority's
 
@@ -48,15 +48,16 @@ class DARE(Plugin):
     """DARE (Du, Huang and Li, 2026, arXiv 2601.21804) on the reward hook."""
 
     Config = DAREConfig
+    activity = "completions had an answer to count"
 
     def __init__(self, config=None):
         super().__init__(config)
-        self._extract = extractor_of(self.config, "dare")
+        extractor_of(self.config, "dare")  # refuses a bad answer_regex before training
 
     @hookimpl
     def reward(self, ctx):
         config, rollout = self.config, ctx.rollout
-        answers = [self._extract(text) for text in rollout.completions]
+        answers = read_answers(ctx, config, "dare")
         groups = groups_of(answers, rollout.group_size, config.math_verify)
         ctx.declare_pseudo_labels([group.majority_answer for group in groups for _ in range(rollout.group_size)])
         ctx.log("answered", sum(a is not None for a in answers) / len(rollout))

@@ -1,11 +1,14 @@
-"""DASD's mechanism on the built-in task: the tokens where the student is least sure keep their entropy, while the
-rest come to the teacher as under OPSD.
+"""DASD on the built-in task: what its routing does to the student's entropy where it is least sure, and to the
+held-out accuracy, against plain GRPO.
 
 Held-out completions (the task's test split) are sampled once from the initial policy; the fifth of their tokens
-with the highest student entropy are the "forks". Before and after a short run of configs/recipes/dasd-cpu.yaml,
-and of the same recipe with nothing pushed (quantile 1: OPSD's JSD on every token), we measure on those same
-completions the student's mean entropy at the forks, the mean JSD to the teacher at the other tokens, and the
-greedy held-out accuracy. Several seeds; one line per seed and arm, then the means.
+with the highest student entropy are the "forks". Before and after a short run of configs/recipes/dasd-cpu.yaml
+(GRPO plus DASD's routed correction to the token advantages), of the same recipe with the correction weighted 0
+(plain GRPO, "grpo"), of the loss form with the reward weighted 0 ("loss": a routed JSD loss term alone, the
+form that destroys the accuracy) and of that with nothing pushed ("opsd": quantile 1, OPSD's JSD on every
+token), we measure on those same completions the student's mean entropy at the forks,
+the mean JSD to the teacher at the other tokens, and the greedy held-out accuracy. Several seeds; one line per
+seed and arm, then the means.
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/dasd/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
@@ -24,7 +27,8 @@ from stackrl.testing.heldout import greedy_accuracy, heldout_rollout
 from stackrl.tokensignals import entropy_and_topk_mass
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "dasd-cpu.yaml"
-ARMS = {"dasd": [], "opsd": ["dasd.threshold_kind=quantile", "dasd.threshold=1.0"]}
+LOSS_FORM = ["dasd.form=loss", "rewards.exact_match=0.0"]
+ARMS = {"dasd": [], "grpo": ["dasd.scale=0.0"], "loss": LOSS_FORM, "opsd": [*LOSS_FORM, "dasd.threshold=1.0"]}
 FORKS = 0.8  # the quantile of the initial student entropies above which a token is a fork
 
 

@@ -1,4 +1,5 @@
-"""Every setting of the DASD plugin. The abstract names only "an entropy threshold"; every default is a guess."""
+"""Every setting of the DASD plugin. The paper's router and gate are read from a secondary summary of it (no code is
+public); the values it does not give are guesses, said so in the README."""
 
 from __future__ import annotations
 
@@ -11,10 +12,18 @@ from stackrl.teacher import check_teacher_settings
 
 ENTROPY_OF = ("student", "teacher")
 THRESHOLD_KINDS = ("quantile", "fixed")
+FORMS = ("advantage", "loss")
 
 
 @dataclass
 class DasdConfig:
+    # "advantage": the paper's sampled-token form, a routed correction added to GRPO's advantage,
+    # A_t = A + scale * omega_t * delta_t (the reward keeps the run anchored); "loss": a loss term that descends a
+    # full-vocabulary JSD to the teacher at low-entropy tokens and ascends it at high-entropy ones (on the built-in
+    # model it destroys the greedy accuracy; see the README).
+    form: str = "advantage"
+    # The advantage form's weight beta of the routed correction next to GRPO's advantage.
+    scale: float = 0.03
     # The teacher's prompt, formatted with {prompt} and the dataset columns: {solution} is the reference trace
     # the student never sees. The default is the solution, a blank line, then the question.
     teacher_template: str = REFERENCE_TEMPLATE
@@ -25,11 +34,12 @@ class DasdConfig:
     # Whose next-token entropy routes a token: the student's (the exploration the push protects is the
     # student's), or the teacher's.
     entropy_of: str = "student"
-    # "quantile": tokens above this quantile of the micro-batch's token entropies are pushed (0.8: the top
-    # fifth); "fixed": tokens above `threshold` nats are pushed. Tokens at or below it are pulled.
+    # "quantile": tokens above this quantile of the token entropies are pushed (0.8: the top fifth), taken over
+    # each completion in the advantage form (the paper's trajectory-local quantile) and over the micro-batch in
+    # the loss form; "fixed": tokens above `threshold` nats are pushed. Tokens at or below it are pulled.
     threshold_kind: str = "quantile"
     threshold: float = 0.8
-    # The pull: the generalized JSD with mixture weight pull_beta (0: forward KL(teacher || student), 1: reverse
+    # The loss form only. The pull: the generalized JSD with mixture weight pull_beta (0: forward KL(teacher || student), 1: reverse
     # KL; 0.5 the JSD, as OPSD).
     pull_beta: float = 0.5
     # The push: minus the generalized JSD with push_beta strictly inside (0, 1), so that no token can gain more
@@ -45,6 +55,10 @@ def check(config: DasdConfig) -> None:
         raise ConfigError(f"dasd.{key}: {message}")
 
     check_teacher_settings("dasd", config, teachers=None)
+    if config.form not in FORMS:
+        refuse("form", f"must be one of {', '.join(FORMS)}, not '{config.form}'")
+    if config.scale < 0:
+        refuse("scale", f"must be non-negative, not {config.scale}")
     if config.entropy_of not in ENTROPY_OF:
         refuse("entropy_of", f"must be one of {', '.join(ENTROPY_OF)}, not '{config.entropy_of}'")
     if config.threshold_kind not in THRESHOLD_KINDS:

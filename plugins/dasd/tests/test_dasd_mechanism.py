@@ -1,5 +1,6 @@
-"""DASD's mechanism on the built-in task and model, short: one seed, two steps of the CPU recipe against the same
-recipe with nothing pushed (OPSD's loss). The full figures (3 seeds, 30 steps) come from benchmarks/mechanism.py."""
+"""DASD's loss form on the built-in task and model, short: one seed, two steps against the same loss with nothing
+pushed (OPSD's). The full figures (3 seeds, 30 steps, and the advantage form against GRPO) come from
+benchmarks/mechanism.py."""
 
 from pathlib import Path
 
@@ -8,9 +9,9 @@ from stackrl.testing.repository import load_script
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
-def test_the_students_least_sure_tokens_keep_their_entropy_where_opsd_lowers_it():
+def test_the_loss_forms_least_sure_tokens_keep_their_entropy_where_opsd_lowers_it():
     mechanism = load_script(BENCHMARK)
-    dasd_before, dasd_after = mechanism.run("dasd", seed=0, steps=2, heldout=16)
+    dasd_before, dasd_after = mechanism.run("loss", seed=0, steps=2, heldout=16)
     opsd_before, opsd_after = mechanism.run("opsd", seed=0, steps=2, heldout=16)
     assert dasd_before["fork_entropy"] == opsd_before["fork_entropy"], "both arms start from the same model"
     assert opsd_after["fork_entropy"] < opsd_before["fork_entropy"], (opsd_before, opsd_after)

@@ -18,10 +18,12 @@ class EepoConfig:
     objective: str = "unlikelihood"
     learning_rate: float = 0.05
     steps: int = 1
-    # Adaptive: unlearn only when the first half's mean sampled-token entropy estimate (mean -log p of the tokens
-    # it sampled) lies below this; null: always. Above it the policy explores already, and the second half is
-    # sampled from it unchanged.
-    entropy_threshold: float | None = None
+    # Adaptive, as the paper gates it: unlearn only while the mean of the last `entropy_window` steps' entropy
+    # estimates (each the mean -log p of the tokens the first half sampled) lies below this; null: at every step.
+    # Above it the policy explores already, and the second half is sampled from it unchanged. 0.3 over 3 steps are
+    # the paper's values (its alpha and m).
+    entropy_threshold: float | None = 0.3
+    entropy_window: int = 3
 
 
 def check(config: EepoConfig) -> None:
@@ -37,3 +39,5 @@ def check(config: EepoConfig) -> None:
         raise ConfigError(f"eepo.steps: must be at least 1, not {config.steps}")
     if config.entropy_threshold is not None and not config.entropy_threshold > 0:
         raise ConfigError(f"eepo.entropy_threshold: must be positive or null, not {config.entropy_threshold}")
+    if config.entropy_window < 1:
+        raise ConfigError(f"eepo.entropy_window: must be at least 1 step, not {config.entropy_window}")

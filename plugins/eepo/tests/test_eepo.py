@@ -1,5 +1,7 @@
 """EEPO: every group's second half is sampled from a scratch copy that took the unlearning step on the first half."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -51,7 +53,8 @@ def test_the_copy_unlearns_the_first_half_and_samples_the_second(make_config):
     sampling temperature, and it makes them less likely; sampling greedily (top-k 1), the second half is what the
     copy writes, not what the live policy writes."""
     settings = {"learning_rate": 0.5, "objective": "ascent", "steps": 2}
-    config = make_config(["eepo"], trainer={**TRAINER, "temperature": 0.9, "top_k": 1}, eepo=settings)
+    config = make_config(["eepo"], trainer={**TRAINER, "temperature": 0.9, "top_k": 1},
+                         eepo={**settings, "entropy_threshold": None})
 
     def by_hand(ctx, contexts, completion_ids):
         first = [i for i in range(len(contexts)) if i % 4 < 2]
@@ -83,6 +86,36 @@ def test_a_policy_above_the_entropy_threshold_samples_both_halves_itself(make_co
     assert seen["samples"].columns[STAGE_COLUMN] == [0, 0, 1, 1] * 4
 
 
+def _scores_estimating(estimate):
+    """What ``ctx.score`` gives for first halves whose sampled tokens each have -log p = ``estimate``."""
+    return SimpleNamespace(logprobs=torch.full((2, 3), -estimate), mask=torch.ones(2, 3))
+
+
+def _gate(plugin, estimates, logged):
+    """The plugin's decision at each step whose first half gives these entropy estimates."""
+    decisions = []
+    for estimate in estimates:
+        ctx = SimpleNamespace(sampling_temperature=1.0, log=logged.__setitem__,
+                              score=lambda *_, e=estimate, **__: _scores_estimating(e))
+        decisions.append(plugin._low_entropy(ctx, [], []))
+    return decisions
+
+
+def test_the_gate_opens_when_the_mean_of_the_last_steps_entropy_falls_below_the_threshold():
+    """Estimates 0.6, 0.2, 0.2, 0.2 against the default 0.3: their 3-step means 0.6, 0.4, 0.33, 0.2 open the gate
+    at the fourth step only, where one step's estimate alone opens it at the second; the window is carried
+    through a checkpoint."""
+    logged = {}
+    assert _gate(Eepo(EepoConfig(entropy_window=1)), [0.6, 0.2], logged) == [False, True]
+    plugin = Eepo(EepoConfig())
+    assert _gate(plugin, [0.6, 0.2, 0.2], logged) == [False, False, False]
+    assert logged["entropy_estimate"] == pytest.approx(0.2) and logged["entropy_mean"] == pytest.approx(1 / 3)
+    resumed = Eepo(EepoConfig())
+    resumed.load_state_dict(plugin.state_dict())
+    # 0.4 alone would keep it closed; after the restored 0.2, 0.2 the mean is 0.27
+    assert _gate(resumed, [0.4], logged) == [True] and logged["entropy_mean"] == pytest.approx(0.8 / 3)
+
+
 def test_an_odd_group_is_refused(make_config):
     config = make_config(["eepo"], trainer={**TRAINER, "per_device_train_batch_size": 6, "num_generations": 3})
     with pytest.raises(PluginError, match="plugin 'eepo' at step 0: trainer.num_generations must be even"):
@@ -94,6 +127,7 @@ def test_an_odd_group_is_refused(make_config):
     ({"learning_rate": 0.0}, "eepo.learning_rate: must be positive"),
     ({"steps": 0}, "eepo.steps: must be at least 1"),
     ({"entropy_threshold": -1.0}, "eepo.entropy_threshold: must be positive or null"),
+    ({"entropy_window": 0}, "eepo.entropy_window: must be at least 1 step"),
 ])
 def test_settings_no_run_could_use_are_refused(settings, message):
     with pytest.raises(ConfigError, match=message):

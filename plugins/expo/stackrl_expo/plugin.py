@@ -24,6 +24,7 @@ class Expo(stackrl.Plugin):
     learnt from the original prompt as a weighted likelihood term (``loss``) or as the group's positive (``insert``)."""
 
     Config = ExpoConfig
+    activity = "groups got explanations"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -31,6 +32,15 @@ class Expo(stackrl.Plugin):
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward} if self.config.mode == "loss" else {}
+
+    def check_run(self, run):
+        if self.config.explanations_per_group > run.group_size:
+            raise stackrl.ConfigError(
+                f"expo.explanations_per_group: at most the group size (trainer.num_generations={run.group_size}): "
+                f"a group's explanations stand beside its samples, never outnumber them; not "
+                f"{self.config.explanations_per_group}"
+            )
+        run.check_template(self, "explanation_template", own=("last_step",))
 
     def groups_to_explain(self, correct: list[bool], group_size: int) -> list[int]:
         """The groups with no correct row (every group with ``every_group``)."""
@@ -44,6 +54,7 @@ class Expo(stackrl.Plugin):
         # A group without an answer has none to explain toward: it stays GRPO's (a missing column is explain's error).
         groups = [g for g in self.groups_to_explain(correct, size) if answers is None or answers[g * size] is not None]
         ctx.log("explained_groups", len(groups) / max(1, len(correct) // ctx.group_size))
+        ctx.acted(len(groups), of=len(correct) // size, hint="each group had a correct completion")
         return explain(ctx, prompts, columns, groups, self.config, where=f"{self.name}.explanation_template",
                        per_group=per_group)
 

@@ -6,14 +6,16 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from stackrl import ConfigError, Generation
+from stackrl import ConfigError, Generation, LossContext
 from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
+from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
+from stackrl.testing.heldout import completion_logits, written_rollout
 from stackrl_expo import Expo, ExpoConfig, explanation_prompts, last_step
 from stackrl_expo.explanations import explain
-from stackrl_expo.plugin import INSERTED, explanation_nll
+from stackrl_expo.plugin import EXPLANATIONS, INSERTED, explanation_nll
 
 BUILT_IN = "{last_step}\nThe answer is {answer}.\n\n{prompt}"
 HARD = {"options": {"categories": ["3 steps, 2-digit", "4 steps, 2-digit"]}}
@@ -44,6 +46,37 @@ def test_the_term_is_the_mean_of_each_explanations_token_mean_nll():
     mask = torch.tensor([[1.0, 0, 0], [1, 1, 1]])
     assert explanation_nll(-torch.tensor([[2.0, 9, 9], [1, 2, 3]]), mask).item() == pytest.approx(2.0)
     assert explanation_nll(-torch.tensor([[4.0, 9, 9], [1, 2, 3]]), mask).item() == pytest.approx(3.0)
+
+
+def test_the_hook_returns_the_explanations_nll_and_descending_it_makes_them_likelier(make_config):
+    """On the built-in model: the term is the token-mean NLL of each explanation after its group's question, at
+    the sampling temperature, and one plain gradient step down the term raises the explanations' likelihood."""
+    temperature = 1.3
+    trainer = build_trainer(make_config(["expo"], model={"name_or_path": "stackrl/arith-tiny"},
+                                        trainer={"temperature": temperature}))
+    rollout = written_rollout(trainer.processing_class, ["(4 * 2) + 3"] * 2 + ["(3 + 5) - 2"] * 2, ["x"] * 4)
+    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    explanations = {0: ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."], 2: ["The answer is 6.", "8 - 2 = 6"]}
+    rollout.columns[EXPLANATIONS] = [[encode(t) for t in explanations.get(i, [])] for i in range(len(rollout))]
+    pairs = [(rollout.prompt_ids[i], encode(t)) for i, texts in explanations.items() for t in texts]
+
+    def nll():  # each explanation's token-mean NLL, straight from the logits
+        return torch.stack([-(completion_logits(trainer.model, c, e) / temperature).log_softmax(-1)
+                            .gather(-1, torch.tensor(e).unsqueeze(-1)).mean() for c, e in pairs])
+
+    before = nll()
+    ctx = LossContext(step=0, tokenizer=trainer.processing_class, _log=lambda *_: None, _plugin="expo",
+                      policy=PolicyAccess(trainer, sharded=False, model=trainer.model), rollout=rollout)
+    term = trainer.plugins.plugins["expo"].loss_term(ctx)
+    assert term.item() == pytest.approx(before.mean().item(), rel=1e-4)
+    term.backward()
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            if p.grad is not None:
+                p.sub_(1e-3 * p.grad)
+    after = nll()
+    assert after.mean() < before.mean() - 0.1, "a step down the term makes the explanations likelier"
+    assert (after[1:] < before[1:]).all(), "the two the model found unlikely most of all"
 
 
 def _generation(text):

@@ -10,7 +10,9 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings, privileged_rows, reverse_kl, score_student, score_teacher
+from stackrl.teacher import (
+    check_teacher_run, check_teacher_settings, privileged_rows, reverse_kl, score_student, score_teacher,
+)
 from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
 
 
@@ -61,6 +63,10 @@ class H2sd(Plugin):
     (a loss term)."""
 
     Config = H2sdConfig
+    activity = "completions got hindsight credit (correct ones) or a hinted teacher to distil from (failed ones)"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "success_template", "hint_template")
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
@@ -79,7 +85,11 @@ class H2sd(Plugin):
         hindsight = SignalContext(f"{self.name}.success_template", self.config.success_template)
         gap = signals.gap(hindsight, model=self.config.teacher, temperature=self.temperature(ctx))
         correct = self.correct(ctx.rollout, ctx.step)
-        return success_advantages(advantages, gap, correct, signals.mask, self.config.clip, self.config.normalize)
+        reshaped = success_advantages(advantages, gap, correct, signals.mask, self.config.clip, self.config.normalize)
+        credited = (reshaped != per_token(advantages, signals.mask)).any(dim=1) & correct
+        failed = [i for i in privileged_rows(ctx.rollout, self.config.hint_template) if not correct[i]]
+        ctx.acted(int(credited.sum()) + len(failed), of=len(ctx.rollout))
+        return reshaped
 
     def failure_divergence(self, ctx, rollout, *, grad: bool) -> torch.Tensor:
         """Reverse KL(student || hinted teacher) at every completion token of ``rollout``, ``(P,)``."""

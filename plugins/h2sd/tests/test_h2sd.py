@@ -11,7 +11,7 @@ from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import written_rollout
+from stackrl.testing.heldout import advantage_context, completion_logits, written_rollout
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script
 from stackrl_h2sd import H2sd, H2sdConfig, success_advantages
@@ -102,6 +102,32 @@ def test_only_failed_rollouts_are_distilled(make_config, monkeypatch):
     answers = dict(zip(trainer.train_dataset["prompt"], trainer.train_dataset["answer"]))
     assert scored, "the built-in model gets some rollouts wrong, so H2SD distils some"
     assert not any(exact_match(decode(completion), answers[decode(prompt)]) for prompt, completion in scored)
+
+
+def test_the_success_branch_scores_the_teacher_shown_the_rollout_itself(make_config):
+    """On the built-in model, a correct rollout written unlike the dataset's solution: its weights are exp of the
+    gap between the teacher shown that rollout (success_template) and the student, not the teacher shown the hint
+    (the worked solution), which expects the solution's order of operands."""
+    trainer = build_trainer(make_config(["h2sd"], model={"name_or_path": "stackrl/arith-tiny"},
+                                        trainer={"temperature": SAMPLING_TEMPERATURE}))
+    rollout = written_rollout(trainer.processing_class, ["(4 * 2) + 3"] * 2,
+                              ["2 * 4 = 8\n3 + 8 = 11\nThe answer is 11.", "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12."])
+    plugin = H2sd(H2sdConfig(clip=50.0, normalize=False))  # raw exp(gap): the gap is read back whole
+    plugin.name = "h2sd"
+    got = plugin.reshape_advantages(torch.tensor([1.0, -1.0]), advantage_context(trainer, rollout, "h2sd"))
+    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompt, completion, solution = rollout.prompts[0], rollout.completion_ids[0], rollout.columns["solution"][0]
+
+    def logps(context):
+        logits = completion_logits(trainer.model, encode(context), completion) / SAMPLING_TEMPERATURE
+        return logits.log_softmax(-1).gather(-1, torch.tensor(completion).unsqueeze(-1)).squeeze(-1)
+
+    student = logps(prompt)
+    shown = logps(f"{rollout.completions[0]}\n\n{prompt}") - student
+    hint = logps(f"{solution}\n\n{prompt}") - student
+    assert torch.allclose(got[0, : len(completion)].double().log(), shown, atol=1e-3)
+    assert (hint - shown).abs().max() > 1.0, "the hint would give other weights"
+    assert (got[1, : len(rollout.completion_ids[1])] == -1).all(), "the failed row keeps GRPO's advantage"
 
 
 def test_bad_settings_name_the_key():

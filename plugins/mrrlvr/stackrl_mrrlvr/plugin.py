@@ -28,6 +28,12 @@ class Mrrlvr(Plugin):
     weight drops to 0, leaving the outcome reward alone (stage 2)."""
 
     Config = MrrlvrConfig
+    activity = "completions were fill or reorder tasks it scored (in stage 1)"
+
+    def check_run(self, run):
+        run.need_column("mrrlvr.solution_column", self.config.solution_column, "which the process tasks are built from")
+        # The pool switches after the step `switch_step`: stage 2's first rollout trains the step after.
+        return [run.past_end("mrrlvr.switch_step", self.config.switch_step + 1, "stage 2 (the problems) trains")]
 
     def reward_weight(self):
         return {0: 1.0, self.config.switch_step: 0.0}
@@ -61,6 +67,10 @@ class Mrrlvr(Plugin):
             else:
                 rewards.append(order_agreement(completion, solution))
                 orders.append(rewards[-1])
+        # From switch_step on (stage 2) the tasks are gone by design: nothing is left to act on.
+        scored = len(fills) + len(orders)
+        ctx.acted(scored, of=len(rollout) if ctx.step < self.config.switch_step else scored,
+                  hint="no row of the batch was a task of mrrlvr.tasks")
         if fills:
             ctx.log("fill_accuracy", sum(fills) / len(fills))
         if orders:

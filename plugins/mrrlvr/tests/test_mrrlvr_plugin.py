@@ -3,16 +3,19 @@ the pool draws the problems again and the process reward's weight drops to 0; ba
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
+from datasets import Dataset
 from transformers import TrainerCallback
 
 from stackrl import ConfigError, PluginError
-from stackrl.pool import ADDED_FILE
+from stackrl.pool import ADDED_FILE, POOL_ROW, Pool, PoolAccess
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import StopAt
+from stackrl.weights import schedule
 
 from stackrl_mrrlvr import Mrrlvr, MrrlvrConfig, fill_agreement, order_agreement
 from stackrl_mrrlvr.plugin import STEP_COLUMN, TASK_COLUMN
@@ -71,6 +74,25 @@ def test_stage_1_draws_process_tasks_and_the_switch_draws_the_problems_with_the_
     added = [json.loads(line) for line in (tmp_path / "run" / ADDED_FILE).read_text().splitlines()]
     assert len(added) == 12 and {r["stage"] for r in added} == {1} and all(r["label_free"] for r in added)
     assert sorted(r["row"][TASK_COLUMN] for r in added) == ["fill"] * 6 + ["reorder"] * 6
+
+
+def test_the_switch_step_hands_the_pool_back_to_the_problems_and_mutes_the_process_reward():
+    """The hooks alone, on a hand-built pool of two problems: stage 1 holds their process tasks through the step
+    before ``switch_step``; at it the pool draws the problems again, and the reward's default weight is 0 from it."""
+    solutions = ["3 + 4 = 7\n7 * 2 = 14\nThe answer is 14.", "2 + 5 = 7\n7 * 3 = 21\nThe answer is 21."]
+    pool = Pool(Dataset.from_dict({"prompt": ["What is (3 + 4) * 2?\n", "What is (2 + 5) * 3?\n"],
+                                   "answer": ["14", "21"], "solution": solutions, POOL_ROW: [0, 1]}),
+                seed=0, answer_column="answer")
+    plugin = Mrrlvr(MrrlvrConfig(switch_step=3))
+    at = lambda step: SimpleNamespace(step=step, pool=PoolAccess(pool, "mrrlvr", step))  # noqa: E731
+    plugin.train_begin(at(0))
+    assert pool.stage == 1 and pool.active_rows() == [2, 3, 4, 5], "one fill and one reorder per problem"
+    plugin.post_step(at(2))
+    assert pool.stage == 1 and pool.active_rows() == [2, 3, 4, 5]
+    plugin.post_step(at(3))
+    assert pool.stage == 2 and pool.active_rows() == [0, 1]
+    weight = schedule(plugin.reward_weight(), "rewards.mrrlvr")
+    assert [weight.at(step) for step in (0, 2, 3, 9)] == [1.0, 1.0, 0.0, 0.0]
 
 
 def test_each_process_row_is_rewarded_by_its_own_agreement(make_config):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import generalized_jsd, privileged_rows, student_and_teacher
+from stackrl.teacher import check_teacher_run, generalized_jsd, privileged_rows, student_and_teacher
 from stackrl_opsd.config import OpsdConfig, check
 
 
@@ -26,6 +26,10 @@ class Opsd(Plugin):
     """On-policy self-distillation: a generalized-JSD loss term to the privileged self-teacher on every token."""
 
     Config = OpsdConfig
+    activity = "completions were distilled on (the teacher's context; with correct_only, correct ones)"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -63,6 +67,8 @@ class Opsd(Plugin):
     @hookimpl
     def loss_term(self, ctx):
         rows = self.rows_to_distill(ctx.rollout, ctx.step)
+        ctx.acted(len(rows), of=len(ctx.rollout), hint="no row had the teacher's context" + (
+            ", or none passed opsd.correct_reward (opsd.correct_only)" if self.config.correct_only else ""))
         ctx.log("distilled_rows", len(rows) / max(1, len(ctx.rollout)))
         if not rows:
             return None

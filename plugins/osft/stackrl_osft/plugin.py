@@ -17,6 +17,7 @@ class Osft(stackrl.Plugin):
     """
 
     Config = OsftConfig
+    activity = "completions had every token trained up (advantage 1)"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -31,4 +32,5 @@ class Osft(stackrl.Plugin):
 
     @stackrl.hookimpl
     def estimate_advantages(self, ctx):
+        ctx.acted(len(ctx.rollout), of=len(ctx.rollout))
         return torch.ones(len(ctx.rollout))

@@ -38,6 +38,7 @@ def trajectories(prompts: list, ctx, config: PagConfig) -> list:
 
 class Pag(Plugin):
     Config = PagConfig
+    activity = "completions revised their answer after a 'wrong' verdict"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -71,6 +72,7 @@ class Pag(Plugin):
                 ctx.log(f"verify_{name}", value)
         revised = [a for a in answers if len(a) > 1]
         ctx.log("revised", len(revised) / len(answers))
+        ctx.acted(len(revised), of=len(answers), hint=f"no verification said wrong in pag.turns {self.config.turns}")
         if revised:
             for name, value in transitions([a[0] for a in revised], [a[1] for a in revised]).items():
                 ctx.log(f"revised_{name}", value)

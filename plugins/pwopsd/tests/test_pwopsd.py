@@ -1,6 +1,8 @@
 """PW-OPSD: its loss is OPSD's clipped forward KL to the privileged self-teacher, times a weight rising along the
 completion."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -8,7 +10,7 @@ from stackrl import ConfigError, Rollout
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import teacher_prompts
+from stackrl.teacher import student_and_teacher, teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import completion_logits, written_rollout
 from stackrl_pwopsd import PwOpsd, PwOpsdConfig, weighted_divergence
@@ -54,9 +56,15 @@ def direct(trainer, rollout, clip, *, power=1.0, floor=0.0, forward=True, temper
     return torch.cat(values), torch.cat(scales)
 
 
+def _weighted(scorer, rollout, config, *, grad):
+    student, teacher = student_and_teacher(scorer, rollout, config.teacher_template, teacher=config.teacher,
+                                           temperature=config.temperature, grad=grad)
+    return weighted_divergence([len(ids) for ids in rollout.completion_ids], student, teacher, config)
+
+
 def _got(trainer, rollout, **settings):
     config = PwOpsdConfig(teacher_template=REFERENCE_TEMPLATE, **settings)
-    return weighted_divergence(trainer._shared_policy, rollout, config, grad=False).double()
+    return _weighted(trainer._shared_policy, rollout, config, grad=False).double()
 
 
 def test_the_loss_is_the_clipped_forward_kl_times_a_weight_rising_along_the_completion(trainer):
@@ -74,6 +82,25 @@ def test_the_loss_is_the_clipped_forward_kl_times_a_weight_rising_along_the_comp
     assert not torch.allclose(direct(trainer, rollout, None)[0], expected, rtol=1e-2)
 
 
+def test_the_logged_clip_figures_are_the_share_of_clipped_positions_their_factor_and_the_loss_ratio(trainer):
+    """The clip is the project's choice, so the run says how much it does: written out from the same scales."""
+    rollout = _rollout(trainer.processing_class)
+    _, scales = direct(trainer, rollout, 0.2)
+    unclipped = direct(trainer, rollout, None)[0]
+    config = PwOpsdConfig(teacher_template=REFERENCE_TEMPLATE, clip=0.2)
+    student, teacher = student_and_teacher(trainer._shared_policy, rollout, REFERENCE_TEMPLATE, teacher="policy",
+                                           temperature=None, grad=False)
+    lengths = [len(ids) for ids in rollout.completion_ids]
+    logged = {}
+    recorder = SimpleNamespace(log=lambda key, value: logged.__setitem__(key, value))
+    PwOpsd(config).log_clip(recorder, lengths, student, teacher, weighted_divergence(lengths, student, teacher, config))
+    active = scales < 1
+    assert logged["clip_active"] == pytest.approx(active.double().mean().item(), abs=1e-6)
+    assert logged["clip_scale"] == pytest.approx(scales[active].mean().item(), rel=1e-4)
+    assert logged["clip_loss_ratio"] == pytest.approx(((unclipped * scales).sum() / unclipped.sum()).item(), rel=1e-4)
+    assert 0 < logged["clip_loss_ratio"] < 1
+
+
 def test_the_weight_shape_and_the_temperature_are_the_configured_ones(trainer):
     rollout = _rollout(trainer.processing_class)
     got = _got(trainer, rollout, clip=None, position_power=2.0, position_floor=0.3, temperature=1.0)
@@ -88,9 +115,9 @@ def test_the_gradient_reaches_the_student_more_at_later_tokens(trainer):
     rollout = _rollout(trainer.processing_class).select([1])
     policy = PolicyAccess(trainer, sharded=False, model=trainer.model)
     config = PwOpsdConfig(teacher_template=REFERENCE_TEMPLATE, clip=None)
-    weighted = weighted_divergence(policy, rollout, config, grad=True)
-    uniform = weighted_divergence(policy, rollout, PwOpsdConfig(teacher_template=REFERENCE_TEMPLATE, clip=None,
-                                                                position_power=0.0), grad=True)
+    weighted = _weighted(policy, rollout, config, grad=True)
+    uniform = _weighted(policy, rollout, PwOpsdConfig(teacher_template=REFERENCE_TEMPLATE, clip=None,
+                                                      position_power=0.0), grad=True)
     assert weighted.requires_grad
     n = len(rollout.completion_ids[0])
     ratio = (weighted / uniform).detach()

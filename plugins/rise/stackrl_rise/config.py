@@ -24,6 +24,9 @@ class RiseConfig:
     agree: float = 1.0
     disagree: float = -0.5
     no_verdict: float = -1.0
+    # A critique shorter than this many characters scores no_verdict, however it ends (ver_reward_func: under 800,
+    # -1), so that a bare verdict does not pass for a check of the work; 0: no floor.
+    min_critique_chars: int = 800
     metric: str = "exact_match"  # the built-in outcome reward that tells a right final answer
     answer_column: str = "answer"
 
@@ -32,6 +35,8 @@ class RiseConfig:
             raise ConfigError(f"{self.section}.metric: must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not {self.metric!r}")
         if not 0 < self.verify_share < 1:
             raise ConfigError(f"{self.section}.verify_share: must be in (0, 1), not {self.verify_share}")
+        if self.min_critique_chars < 0:
+            raise ConfigError(f"{self.section}.min_critique_chars: must be 0 (no floor) or more, not {self.min_critique_chars}")
         if not self.correct > self.wrong:
             raise ConfigError(f"{self.section}.correct: must exceed {self.section}.wrong ({self.wrong}), not {self.correct}")
         if not self.agree > self.disagree:

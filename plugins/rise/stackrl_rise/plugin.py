@@ -9,7 +9,7 @@ share a baseline.
 
 from __future__ import annotations
 
-from stackrl import Plugin, Samples, hookimpl
+from stackrl import ConfigError, Plugin, Samples, hookimpl
 from stackrl.rewards import reference_answers
 from stackrl.roles import ROLE_COLUMN, SOLVE, VERIFY, assign_roles, first_turns, rows_of_groups, text_prompt
 from stackrl.tasks import judge_prompt, parse_verdict
@@ -21,10 +21,18 @@ ATTEMPT_CORRECT = "attempt_correct"  # column: the verified attempt's real corre
 
 class Rise(Plugin):
     Config = RiseConfig
+    activity = "groups judged an on-policy attempt"
 
     def __init__(self, config=None):
         super().__init__(config)
         self.shares = {SOLVE: 1 - self.config.verify_share, VERIFY: self.config.verify_share}
+
+    def check_run(self, run):
+        if run.chat:
+            raise ConfigError(
+                "rise: data.chat is true, but verify prompts extend the question as plain text in the built-in "
+                "task's judge format (docs/roles.md); set data.chat=false"
+            )
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):
@@ -36,6 +44,7 @@ class Rise(Plugin):
         # A group without an answer has no attempt to tell right from wrong: it solves, and rise leaves it unscored.
         group_roles = [SOLVE if answers[g * size] is None else role for g, role in enumerate(group_roles)]
         attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
+        ctx.acted(len(attempts), of=len(group_roles), hint=f"{self.name}.verify_share is {self.config.verify_share}")
         rows = [
             judge_prompt(text_prompt(prompt, role=VERIFY), attempts[i // size]) if i // size in attempts else prompt
             for i, prompt in enumerate(prompts)
@@ -65,7 +74,7 @@ class Rise(Plugin):
                 scores.append(None if answer is None else solution_score(text, answer, self.config))
                 continue
             verdict = parse_verdict(text)
-            scores.append(critique_score(verdict, target, self.config))
+            scores.append(critique_score(text, target, self.config))
             agreed.append(verdict == target)
             verdicts += verdict is not None
         if agreed:

@@ -10,7 +10,8 @@ from stackrl.testing.fixtures import train_steps
 from stackrl_rise import Rise, RiseConfig, critique_score, solution_score
 
 # Asymmetric values, so a swapped pair of them shows
-SCORES = RiseConfig(correct=1.0, wrong=-0.25, unanswered=-2.0, agree=0.75, disagree=-0.5, no_verdict=-3.0)
+SCORES = RiseConfig(correct=1.0, wrong=-0.25, unanswered=-2.0, agree=0.75, disagree=-0.5, no_verdict=-3.0,
+                    min_critique_chars=0)
 
 
 class TestConformance(PluginConformance):
@@ -32,10 +33,20 @@ def test_solutions_score_right_wrong_or_unanswered(text, score):
 
 @pytest.mark.parametrize(
     "verdict, attempt_correct, score",
-    [(True, True, 0.75), (False, False, 0.75), (True, False, -0.5), (False, True, -0.5), (None, True, -3.0), (None, False, -3.0)],
+    [("correct", True, 0.75), ("wrong", False, 0.75), ("correct", False, -0.5), ("wrong", True, -0.5),
+     (None, True, -3.0), (None, False, -3.0)],
 )
 def test_critiques_score_by_agreement_with_the_attempt(verdict, attempt_correct, score):
-    assert critique_score(verdict, attempt_correct, SCORES) == score
+    text = "3 + 4 = 7\n" + (f"Verdict: {verdict}" if verdict else "")
+    assert critique_score(text, attempt_correct, SCORES) == score
+
+
+def test_a_critique_under_the_length_floor_scores_as_one_without_a_verdict():
+    """The authors' floor: a right verdict after fewer than min_critique_chars characters scores no_verdict."""
+    floor = RiseConfig(**{**vars(SCORES), "min_critique_chars": 40})
+    right = "Verdict: correct"
+    for text, score in [(right, -3.0), ("x" * (39 - len(right)) + right, -3.0), ("x" * (40 - len(right)) + right, 0.75)]:
+        assert critique_score(text, True, floor) == score
 
 
 def test_a_solution_without_an_answer_goes_unscored():
@@ -54,7 +65,7 @@ def test_the_authors_defaults():
     config = RiseConfig()
     assert (config.correct, config.wrong, config.unanswered) == (1.0, -0.5, -1.0)
     assert (config.agree, config.disagree, config.no_verdict) == (1.0, -0.5, -1.0)
-    assert config.verify_share == 0.125
+    assert config.verify_share == 0.125 and config.min_critique_chars == 800
 
 
 @pytest.mark.parametrize(
@@ -64,6 +75,7 @@ def test_the_authors_defaults():
         ({"correct": -1.0}, "rise.correct: must exceed rise.wrong"),
         ({"agree": -1.0}, "rise.agree: must exceed rise.disagree"),
         ({"metric": "rise"}, "rise.metric: must be a built-in outcome reward"),
+        ({"min_critique_chars": -1}, "rise.min_critique_chars: must be 0"),
     ],
 )
 def test_bad_settings_are_refused(settings, message):
@@ -76,7 +88,7 @@ def test_verify_groups_critique_an_attempt_and_are_scored_by_their_verdict(make_
         ["rise"],
         model={"name_or_path": "stackrl/arith-tiny"},
         rewards={"exact_match": 0.0},
-        rise={"verify_share": 0.5},
+        rise={"verify_share": 0.5, "min_critique_chars": 0},  # the tiny model's critiques are short
         trainer={"per_device_train_batch_size": 16, "max_completion_length": 48},
     )
     trainer = train_steps(config, steps=1)
@@ -95,5 +107,5 @@ def test_verify_groups_critique_an_attempt_and_are_scored_by_their_verdict(make_
         assert trained_on == judge_prompt(prompt, attempt)
         assert decode(rollout.prompt_ids[i - i % size]) == trained_on  # one attempt per group
         assert rollout.columns["attempt_correct"][i] == (solution_score(attempt, answer, RiseConfig()) == 1.0)
-        assert rise[i] == critique_score(parse_verdict(text), rollout.columns["attempt_correct"][i], RiseConfig())
+        assert rise[i] == critique_score(text, rollout.columns["attempt_correct"][i], RiseConfig(min_critique_chars=0))
         assert exact[i].isnan()  # a critique is no solution: the built-in reward leaves it to the plugin

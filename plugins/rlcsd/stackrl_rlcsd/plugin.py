@@ -1,32 +1,41 @@
-"""RLCSD: the policy shown a correct hint against the same policy shown a wrong one, token by token, beside GRPO."""
+"""RLCSD: the policy shown a correct hint against the same policy shown wrong ones, token by token, beside GRPO."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
+import torch
 
-MODES = ("additive", "magnitude")
+from stackrl import ConfigError, Plugin, hookimpl
+from stackrl.teacher import check_teacher_run, check_teacher_settings, privileged_rows
+from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate
+from stackrl.tokensignals.contexts import WRONG_SIBLINGS
+
+MODES = ("residual", "additive", "magnitude")
 
 
 @dataclass
 class RlcsdConfig:
     # The correct hint and the wrong hint: templates over {prompt}, the dataset columns and the block's derived
-    # fields. The defaults are the built-in task's layout: the worked solution, and the same solution reaching a
-    # wrong answer (the rollout's own when it is wrong, else another problem's).
-    positive_template: str = REFERENCE_TEMPLATE
-    negative_template: str = "{wrong_solution}\n\n{prompt}"
+    # fields. The defaults are the authors' hints in the built-in task's layout: another correct rollout of the
+    # row's group, and other wrong rollouts of the group (never the row's own); `{wrong_sibling}` stands for each of
+    # up to `wrong_hints` of them, and the wrong hint's probability of a token is their mean.
+    positive_template: str = "{correct_sibling}\n\n{prompt}"
+    negative_template: str = "{wrong_sibling}\n\n{prompt}"
+    wrong_hints: int = 4
     # The scoring weights: the live policy, or the frozen reference (the LoRA-disabled base).
     teacher: str = "policy"
-    # "additive": A_t = A + coefficient * clamp(c_t, -clip, clip), the contrast c_t as a per-token reward beside
-    # GRPO's (OPSD's sampled-token form with the contrast in place of the teacher-student gap); "magnitude":
-    # A_t = A * w_t with RLSD's positive weights exp(sign(A) * clamp(c_t)), normalised so each rollout keeps its
-    # credit.
-    mode: str = "additive"
+    # "residual" (the authors'): r_t = scale * tanh(c_t / tau) on the tokens where |r_t| > select; there
+    # A_t = A + r_t, kept on A's side of zero (0 where A = 0), and those tokens' loss is averaged apart from the
+    # others' (at weight `selected_weight`); rows without both hints are left out of the loss. "additive":
+    # A_t = A + coefficient * clamp(c_t, -clip, clip) on every token. "magnitude": RLSD's positive weights
+    # exp(sign(A) * clamp(c_t, -clip, clip)), normalised so each rollout keeps its credit.
+    mode: str = "residual"
+    scale: float = 0.5
+    tau: float = 0.02
+    select: float = 0.02
+    selected_weight: float = 1.0
     coefficient: float = 0.1
     clip: float = 2.0
     # Softmax temperature of both scores; null: the run's sampling temperature.
@@ -36,36 +45,84 @@ class RlcsdConfig:
         check_teacher_settings("rlcsd", self)
         if self.mode not in MODES:
             raise ConfigError(f"rlcsd.mode: must be one of {', '.join(MODES)}, not '{self.mode}'")
-        if self.coefficient < 0:
-            raise ConfigError(f"rlcsd.coefficient: must be non-negative, not {self.coefficient}")
-        if self.clip <= 0:
-            raise ConfigError(f"rlcsd.clip: must be positive, not {self.clip}")
+        if not 1 <= self.wrong_hints <= WRONG_SIBLINGS:
+            raise ConfigError(f"rlcsd.wrong_hints: must be 1 to {WRONG_SIBLINGS}, not {self.wrong_hints}")
+        for key in ("scale", "select", "selected_weight", "coefficient"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"rlcsd.{key}: must be non-negative, not {getattr(self, key)}")
+        for key in ("tau", "clip"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"rlcsd.{key}: must be positive, not {getattr(self, key)}")
+
+
+def residual_advantages(advantages, contrast, mask, *, scale, tau, select, selected_weight):
+    """The authors' form, as per-token advantages under a token-mean loss: ``A + scale * tanh(c / tau)`` on the
+    selected tokens, clamped to ``A``'s side of zero; each part rescaled so the batch's token mean gives each its
+    own mean (the selected ones times ``selected_weight``). Returns ``(advantages, selected)``."""
+    base = per_token(advantages, mask)
+    residual = scale * torch.tanh(contrast / tau)
+    selected = (residual.abs() > select) & mask.bool()
+    shifted = base + residual
+    kept = torch.where(base > 0, shifted.clamp_min(0.0), torch.where(base < 0, shifted.clamp_max(0.0), 0.0))
+    total, chosen = mask.sum(), selected.sum()
+    apart = torch.where(selected, selected_weight * total / chosen.clamp_min(1), total / (total - chosen).clamp_min(1))
+    return torch.where(selected, kept, base) * apart * mask, selected
 
 
 class Rlcsd(Plugin):
-    """``c_t = log pi(y_t | x, correct hint) - log pi(y_t | x, wrong hint)`` added to (or weighting) GRPO's."""
+    """``c_t = log pi(y_t | x, correct hint) - log mean_k pi(y_t | x, wrong hint k)``, beside GRPO's advantage."""
 
     Config = RlcsdConfig
+    activity = "completion tokens had their advantage reweighted"
 
-    def hints(self) -> tuple[SignalContext, SignalContext]:
-        """The correct and the wrong hint, as the contexts the tokens are scored under."""
-        return (SignalContext(f"{self.name}.positive_template", self.config.positive_template),
-                SignalContext(f"{self.name}.negative_template", self.config.negative_template))
+    def check_run(self, run):
+        check_teacher_run(run, self, "positive_template", "negative_template")
+
+    def hints(self) -> tuple[SignalContext, list[SignalContext]]:
+        """The correct hint and the wrong ones, as the contexts the tokens are scored under."""
+        positive = SignalContext(f"{self.name}.positive_template", self.config.positive_template)
+        negative = SignalContext(f"{self.name}.negative_template", self.config.negative_template)
+        if "{wrong_sibling}" not in negative.template:
+            return positive, [negative]
+        return positive, [negative.nth_wrong_sibling(k) for k in range(1, self.config.wrong_hints + 1)]
 
     def contrast(self, ctx):
-        """``(c, mask)``: the contrast of every sampled token (0 on a row without the hints: one without an
-        answer), and the mask of real tokens."""
+        """``(c, hinted)``: the contrast of every sampled token, and the mask of the real tokens of the rows with
+        both hints (c is 0 on the others)."""
         options = dict(model=self.config.teacher, temperature=self.config.temperature)
         signals = TokenSignals.of(ctx)
-        return signals.contrast(*self.hints(), **options), signals.mask
+        positive, negatives = self.hints()
+        wrong, count = signals.mixture_logprobs(negatives, **options)
+        hinted = signals.covered(positive) * (count > 0).unsqueeze(1)
+        return (signals.logprobs(positive, **options) - wrong) * hinted, hinted
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
-        contrast, mask = self.contrast(ctx)
-        hinted = TokenSignals.of(ctx).covered(*self.hints())
+        contrast, hinted = self.contrast(ctx)
+        mask = TokenSignals.of(ctx).mask
         if hinted.any():
             ctx.log("contrast_mean", (contrast.sum() / hinted.sum()).item())
-        if self.config.mode == "magnitude":
-            return reallocate(advantages, magnitude_weights(contrast, advantages, mask, self.config.clip), mask)
-        bonus = self.config.coefficient * contrast.clamp(-self.config.clip, self.config.clip)
-        return per_token(advantages, mask) + bonus * mask
+        config = self.config
+        if config.mode == "magnitude":
+            reshaped = reallocate(advantages, magnitude_weights(contrast, advantages, mask, config.clip), mask)
+        elif config.mode == "additive":
+            bonus = config.coefficient * contrast.clamp(-config.clip, config.clip)
+            reshaped = per_token(advantages, mask) + bonus * mask
+        else:
+            reshaped = self.residual(advantages, contrast, hinted, mask, ctx)
+        return acted_on_tokens(ctx, advantages, reshaped, mask)
+
+    def residual(self, advantages, contrast, hinted, mask, ctx):
+        """The authors' form on the rows with an answer; those without both hints leave the loss."""
+        config = self.config
+        # A row with an answer but without both hints is dropped, as the authors drop it; a row without an answer
+        # has no privileged signal at all and stays GRPO's, as under every method on the block.
+        answered = torch.zeros(len(mask), dtype=torch.bool)
+        answered[privileged_rows(ctx.rollout)] = True
+        ctx.rollout.exclude_from_loss((answered & (hinted.sum(1) == 0)).nonzero().flatten().tolist())
+        reshaped, selected = residual_advantages(
+            advantages, contrast, hinted, scale=config.scale, tau=config.tau, select=config.select,
+            selected_weight=config.selected_weight,
+        )
+        ctx.log("selected_share", (selected.sum() / hinted.sum().clamp_min(1)).item())
+        return torch.where(answered.unsqueeze(1), reshaped, per_token(advantages, mask))

@@ -33,6 +33,19 @@ def _rollout(tokenizer):
                            advantages=torch.tensor([0.7, -0.7, 0.7, -0.7]))
 
 
+LEGACY = dict(positive_template="{solution}\n\n{prompt}", negative_template="{wrong_solution}\n\n{prompt}")
+RIGHT, RIGHT_OWN_WAY = WRITTEN_PROBLEMS["(4 * 2) + 3"], "4 * 2 = 8\n3 + 8 = 11\nThe answer is 11."
+WRONG, WRONG_OTHER = "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", "4 * 2 = 6\n6 + 3 = 9\nThe answer is 9."
+
+
+def _group_rollout(tokenizer):
+    """A mixed group of four (right, wrong, right, wrong) and a tied group of four right answers; advantages smaller
+    than the residual's bound, so it can cross zero."""
+    completions = [RIGHT, WRONG, RIGHT_OWN_WAY, WRONG_OTHER] + [WRITTEN_PROBLEMS["(3 + 5) - 2"]] * 4
+    return written_rollout(tokenizer, ["(4 * 2) + 3"] * 4 + ["(3 + 5) - 2"] * 4, completions, group_size=4,
+                           advantages=torch.tensor([0.3, -0.3, 0.3, -0.3, 0.0, 0.0, 0.0, 0.0]))
+
+
 def _plugin(**settings):
     plugin = Rlcsd(RlcsdConfig(**settings))
     plugin.name = "rlcsd"
@@ -50,7 +63,7 @@ def _contrast(ctx):
 def test_additive_mode_adds_the_clipped_contrast_to_every_token(trainer):
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlcsd")
-    got = _plugin(coefficient=0.3, clip=1.5).reshape_advantages(rollout.advantages, ctx)
+    got = _plugin(mode="additive", coefficient=0.3, clip=1.5, **LEGACY).reshape_advantages(rollout.advantages, ctx)
     contrast, mask = _contrast(ctx)
     expected = (rollout.advantages.unsqueeze(1) + 0.3 * contrast.clamp(-1.5, 1.5)) * mask
     assert torch.allclose(got, expected, atol=1e-6)
@@ -60,7 +73,7 @@ def test_additive_mode_adds_the_clipped_contrast_to_every_token(trainer):
 def test_magnitude_mode_weights_the_advantage_by_the_contrast_keeping_each_rollouts_credit(trainer):
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlcsd")
-    got = _plugin(mode="magnitude", clip=1.5).reshape_advantages(rollout.advantages, ctx)
+    got = _plugin(mode="magnitude", clip=1.5, **LEGACY).reshape_advantages(rollout.advantages, ctx)
     contrast, mask = _contrast(ctx)
     weights = torch.exp(rollout.advantages.sign().unsqueeze(1) * contrast.clamp(-1.5, 1.5)) * mask
     expected = rollout.advantages.unsqueeze(1) * weights * mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
@@ -68,11 +81,46 @@ def test_magnitude_mode_weights_the_advantage_by_the_contrast_keeping_each_rollo
     assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
 
 
+def test_the_hints_are_siblings_and_the_wrong_hint_their_mean(trainer):
+    """The correct hint is another right answer of the group, never the row's own; the wrong hint the mean
+    probability under the group's other wrong answers (two for a right row, one for a wrong row)."""
+    rollout = _group_rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlcsd")
+    contrast, hinted = _plugin().contrast(ctx)
+    signals = TokenSignals.of(ctx)
+    under = lambda text: signals.logprobs(SignalContext(text[:12], text + "\n\n{prompt}"))  # noqa: E731
+    mean_wrong = torch.logsumexp(torch.stack([under(WRONG), under(WRONG_OTHER)]), 0) - math.log(2)
+    expected = {0: under(RIGHT_OWN_WAY) - mean_wrong, 1: under(RIGHT_OWN_WAY) - under(WRONG_OTHER),
+                2: under(RIGHT) - mean_wrong, 3: under(RIGHT) - under(WRONG)}
+    for row, value in expected.items():
+        assert torch.allclose(contrast[row], value[row] * signals.mask[row], atol=1e-5), row
+    assert (hinted[4:] == 0).all() and (hinted[:4] == signals.mask[:4]).all(), "a tied group has no wrong sibling"
+
+
+def test_the_residual_form_is_the_authors(trainer):
+    """A_t = A + 0.5 tanh(c / 0.02) on the tokens where that residual exceeds 0.02, kept on A's side of zero; the
+    selected and the other tokens each averaged over themselves; the tied group left out of the loss."""
+    rollout = _group_rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlcsd")
+    got = _plugin().reshape_advantages(rollout.advantages, ctx)
+    contrast, hinted = _plugin().contrast(ctx)
+    a = rollout.advantages.unsqueeze(1) * hinted
+    residual = 0.5 * torch.tanh(contrast / 0.02)
+    selected = (residual.abs() > 0.02) & hinted.bool()
+    shifted = torch.where(a > 0, (a + residual).clamp_min(0), (a + residual).clamp_max(0))
+    total, n = hinted.sum(), selected.sum()
+    expected = torch.where(selected, shifted * total / n, a * total / (total - n)) * hinted
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert 0 < n < total and (a + residual)[selected].sign().ne(a[selected].sign()).any(), "the clamp is exercised"
+    assert (got * a >= 0).all(), "no token moves against its outcome"
+    assert rollout.excluded == {4, 5, 6, 7}
+
+
 def test_the_contrast_backs_the_right_answer_and_opposes_the_wrong_one(trainer):
     """Summed over the final answer's digits, the correct hint beats the wrong one for the right rows and loses for the
     wrong rows: swapping the two hints flips both."""
     rollout = _rollout(trainer.processing_class)
-    contrast, _ = _plugin().contrast(advantage_context(trainer, rollout, "rlcsd"))
+    contrast, _ = _plugin(**LEGACY).contrast(advantage_context(trainer, rollout, "rlcsd"))
     for row, sign in [(0, 1), (1, -1), (2, 1), (3, -1)]:
         ids = rollout.completion_ids[row]
         answer_digits = len(trainer.processing_class(rollout.completions[row].split("is ")[-1].rstrip("."),
@@ -82,8 +130,12 @@ def test_the_contrast_backs_the_right_answer_and_opposes_the_wrong_one(trainer):
 
 
 def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="rlcsd.mode: must be one of additive, magnitude, not 'both'"):
+    with pytest.raises(ConfigError, match="rlcsd.mode: must be one of residual, additive, magnitude, not 'both'"):
         RlcsdConfig(mode="both")
+    with pytest.raises(ConfigError, match="rlcsd.wrong_hints: must be 1 to 4, not 5"):
+        RlcsdConfig(wrong_hints=5)
+    with pytest.raises(ConfigError, match="rlcsd.tau: must be positive, not 0"):
+        RlcsdConfig(tau=0)
     with pytest.raises(ConfigError, match="rlcsd.coefficient: must be non-negative"):
         RlcsdConfig(coefficient=-0.1)
 

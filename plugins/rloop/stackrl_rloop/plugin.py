@@ -20,12 +20,20 @@ class Rloop(stackrl.Plugin):
     """
 
     Config = RloopConfig
+    activity = "completions were new successes of hard groups, kept for the fine-tuning phase"
 
     def __init__(self, config=None):
         super().__init__(config)
         check(self.config)
         self.buffer: list[tuple[list[int], list[int]]] = []  # (prompt ids, completion ids) of this iteration
         self.iteration = 0
+
+    def needs_rewards(self) -> dict[str, str]:
+        return {"reward": self.config.reward}
+
+    def check_run(self, run):
+        steps = self.config.iteration_steps
+        return [run.past_end("rloop.iteration_steps", steps, "the first fine-tuning on the successes comes at the end")]
 
     @stackrl.hookimpl
     def train_begin(self, ctx):
@@ -67,6 +75,8 @@ class Rloop(stackrl.Plugin):
                     self.buffer.append(pair)
                     kept += 1
         ctx.log("kept", kept)
+        ctx.acted(kept, of=len(rollout), hint=f"no group at or below rloop.max_pass_rate {self.config.max_pass_rate} "
+                  f"had a success (rloop.reward {self.config.reward!r} at rloop.success_threshold)")
 
     @stackrl.hookimpl
     def state_dict(self):

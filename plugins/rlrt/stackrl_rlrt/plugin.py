@@ -9,10 +9,13 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
+from stackrl.teacher import check_teacher_run, check_teacher_settings
+from stackrl.tokensignals import (
+    SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reweight, route,
+)
 
 INCORRECT = ("grpo", "rlsd")
+CREDIT = ("add", "reallocate")
 
 
 @dataclass
@@ -25,9 +28,12 @@ class RlrtConfig:
     # Correct rollouts: weights exp(-clamp(log pi_T - log pi_S, -clip, clip)), so a token the teacher finds
     # unlikely (a negative gap) weighs up to e^clip.
     clip: float = 2.0
-    # Rescale each sequence's weights to mean 1, so it keeps GRPO's total credit (false: the raw exponentials,
-    # every self-driven token adding credit).
-    normalize: bool = True
+    # How the weights enter: "add" keeps GRPO's advantage on every token and adds the self-driven tokens' boost
+    # (weights floored at 1, never rescaled: GRPO augmented, as the abstract puts it); "reallocate" uses the
+    # weights as they are, and with `normalize` rescales each sequence's to mean 1 (the boost then comes out of
+    # the rest of the rollout).
+    credit: str = "add"
+    normalize: bool = True  # credit: reallocate only
     # Incorrect rollouts: "grpo" keeps their advantages; "rlsd" applies RLSD's rule (blame where the teacher
     # disagrees most).
     incorrect: str = "grpo"
@@ -44,14 +50,20 @@ class RlrtConfig:
         check_teacher_settings("rlrt", self)
         if self.incorrect not in INCORRECT:
             raise ConfigError(f"rlrt.incorrect: must be one of {', '.join(INCORRECT)}, not '{self.incorrect}'")
+        if self.credit not in CREDIT:
+            raise ConfigError(f"rlrt.credit: must be one of {', '.join(CREDIT)}, not '{self.credit}'")
         if self.clip <= 0:
             raise ConfigError(f"rlrt.clip: must be positive, not {self.clip}")
 
 
 class Rlrt(Plugin):
-    """Correct rollouts: ``A_t = A * exp(-clip(log pi_T - log pi_S))``; incorrect ones: GRPO (or RLSD)."""
+    """Correct rollouts: ``A_t = A * max(1, exp(-clip(log pi_T - log pi_S)))``; incorrect ones: GRPO (or RLSD)."""
 
     Config = RlrtConfig
+    activity = "completion tokens had their advantage reweighted"
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
@@ -71,6 +83,8 @@ class Rlrt(Plugin):
         weights = magnitude_weights(gap, direction, signals.mask, self.config.clip)
         self_driven = (gap < -self.config.self_driven_margin) & signals.mask.bool() & correct.unsqueeze(1)
         ctx.log("boosted_per_correct_row", self_driven.sum().item() / max(1, int(correct.sum())))
-        if self.config.normalize:
-            return reallocate(advantages, weights, signals.mask)
-        return per_token(advantages, signals.mask) * weights
+        if self.config.credit == "add":  # no token gets less than GRPO gives it
+            reshaped = per_token(advantages, signals.mask) * weights.clamp_min(1.0)
+        else:
+            reshaped = reweight(advantages, weights, signals.mask, self.config.normalize)
+        return acted_on_tokens(ctx, advantages, reshaped, signals.mask)

@@ -53,7 +53,7 @@ def _plugin(**settings):
 def test_correct_rows_get_the_reversed_exponent_and_incorrect_ones_their_route(trainer, incorrect):
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlrt")
-    got = _plugin(clip=1.5, incorrect=incorrect).reshape_advantages(rollout.advantages, ctx)
+    got = _plugin(clip=1.5, incorrect=incorrect, credit="reallocate").reshape_advantages(rollout.advantages, ctx)
     gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
     sign = torch.tensor([-1.0, -1.0 if incorrect == "rlsd" else 0.0, -1.0, -1.0 if incorrect == "rlsd" else 0.0])
     # correct rows: exp(-gap), whatever their advantage's sign; incorrect: RLSD's exp(sign(A) gap), or 1
@@ -63,6 +63,21 @@ def test_correct_rows_get_the_reversed_exponent_and_incorrect_ones_their_route(t
     assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
     if incorrect == "grpo":
         assert torch.allclose(got[1], rollout.advantages[1] * mask[1])
+
+
+def test_by_default_the_boost_adds_to_grpo_and_takes_nothing_from_other_tokens(trainer):
+    """``credit: add`` (the default): correct rows get A * max(1, exp(-clamp(gap))), never rescaled, so every token
+    keeps at least GRPO's advantage; incorrect rows keep GRPO's."""
+    rollout = _rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlrt")
+    got = _plugin(clip=1.5).reshape_advantages(rollout.advantages, ctx)
+    gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
+    boost = torch.exp(-gap.clamp(-1.5, 1.5)).clamp_min(1.0)
+    grpo = rollout.advantages.unsqueeze(1) * mask
+    assert torch.allclose(got[[0, 2]], (grpo * boost)[[0, 2]], atol=1e-6)
+    assert torch.allclose(got[[1, 3]], grpo[[1, 3]])
+    assert ((got - grpo) * grpo.sign() >= -1e-7).all(), "no token gets less than GRPO gives it"
+    assert (boost[[0, 2]] > 1.5).any() and (gap[[0, 2]] > 0.1).any(), "both kinds of token are in the rollout"
 
 
 def test_the_correct_rows_own_step_gets_the_most_credit(trainer):
@@ -90,6 +105,8 @@ def test_boosted_tokens_are_logged_per_correct_row(trainer):
 def test_bad_settings_name_the_key():
     with pytest.raises(ConfigError, match="rlrt.incorrect: must be one of grpo, rlsd, not 'opsd'"):
         RlrtConfig(incorrect="opsd")
+    with pytest.raises(ConfigError, match="rlrt.credit: must be one of add, reallocate, not 'scale'"):
+        RlrtConfig(credit="scale")
     with pytest.raises(ConfigError, match="rlrt.clip: must be positive"):
         RlrtConfig(clip=-1.0)
 

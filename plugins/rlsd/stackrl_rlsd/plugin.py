@@ -7,9 +7,12 @@ from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate
+from stackrl.teacher import check_teacher_run, check_teacher_settings
+from stackrl.tokensignals import (
+    SignalContext, TokenSignals, acted_on_tokens, bounded_weights, linear_decay, magnitude_weights, mixed, reweight,
+)
 
+FORMS = ("exponential", "bounded")
 
 
 @dataclass
@@ -19,33 +22,58 @@ class RlsdConfig:
     teacher_template: str = REFERENCE_TEMPLATE
     # The teacher's weights: the live policy, or the frozen reference (the LoRA-disabled base).
     teacher: str = "policy"
-    # The gap log pi_T - log pi_S is clamped to [-clip, clip] before the exponential: weights in [e^-clip, e^clip].
+    # "exponential": w = exp(sign(A) * clamp(gap, -clip, clip)), weights in [e^-clip, e^clip]. "bounded" (the RLSD
+    # baseline in the RLCSD authors' code): w = clamp(exp(sign(A) * gap), 1 - bound, 1 + bound), applied at `mix`
+    # of its strength, (1 - mix) + mix * w, the mix falling linearly to 0 over `mix_decay_steps` steps.
+    form: str = "exponential"
     clip: float = 2.0
-    # Rescale each sequence's weights to mean 1, so it keeps GRPO's total credit (false: the raw exponentials).
+    bound: float = 0.2
+    mix: float = 0.5
+    mix_decay_steps: int = 50
+    # Rescale each sequence's weights to mean 1, so it keeps GRPO's total credit (false: the weights as they are).
     normalize: bool = True
     # Softmax temperature of teacher and student; null: the run's sampling temperature.
     temperature: Optional[float] = None
 
     def __post_init__(self):
         check_teacher_settings("rlsd", self)
+        if self.form not in FORMS:
+            raise ConfigError(f"rlsd.form: must be one of {', '.join(FORMS)}, not '{self.form}'")
         if self.clip <= 0:
             raise ConfigError(f"rlsd.clip: must be positive, not {self.clip}")
+        if not 0 < self.bound < 1:
+            raise ConfigError(f"rlsd.bound: must be in (0, 1), not {self.bound}")
+        if not 0 <= self.mix <= 1:
+            raise ConfigError(f"rlsd.mix: must be in [0, 1], not {self.mix}")
+        if self.mix_decay_steps < 0:
+            raise ConfigError(f"rlsd.mix_decay_steps: must be non-negative, not {self.mix_decay_steps}")
 
 
 class Rlsd(Plugin):
-    """``A_t = A * exp(sign(A) * clip(log pi_T(y_t) - log pi_S(y_t)))``, normalised per sequence."""
+    """``A_t = A * w_t``, ``w_t`` from ``sign(A) * (log pi_T(y_t) - log pi_S(y_t))``, normalised per sequence."""
 
     Config = RlsdConfig
+    activity = "completion tokens had their advantage reweighted"
+
+    def weights(self, gap, advantages, mask, step: int):
+        """Each token's weight under the configured form, before any normalisation."""
+        config = self.config
+        if config.form == "exponential":
+            return magnitude_weights(gap, advantages, mask, config.clip)
+        share = linear_decay(config.mix, config.mix_decay_steps, step)
+        return mixed(bounded_weights(gap, advantages, mask, config.bound), share, mask)
+
+    def check_run(self, run):
+        check_teacher_run(run, self, "teacher_template")
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
         signals = TokenSignals.of(ctx)
         teacher = SignalContext(f"{self.name}.teacher_template", self.config.teacher_template)
         gap = signals.gap(teacher, model=self.config.teacher, temperature=self.config.temperature)
-        weights = magnitude_weights(gap, advantages, signals.mask, self.config.clip)
         covered = signals.covered(teacher)  # the rows with the teacher's context (a row without an answer has none)
         if covered.any():
             ctx.log("gap_mean", (gap.sum() / covered.sum()).item())
-        if self.config.normalize:
-            return reallocate(advantages, weights, signals.mask)
-        return per_token(advantages, signals.mask) * weights
+        weights = self.weights(gap, advantages, signals.mask, ctx.step)
+        reshaped = reweight(advantages, weights, signals.mask, self.config.normalize)
+        return acted_on_tokens(ctx, advantages, reshaped, signals.mask)

@@ -1,5 +1,6 @@
 """RLSD: the outcome sets each token's direction, the teacher's log-ratio its magnitude."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -57,6 +58,31 @@ def test_advantages_are_the_outcome_times_the_clipped_exponentiated_gap(trainer,
         assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
 
 
+def test_by_default_each_sequence_keeps_its_credit(trainer):
+    """``normalize`` defaults to true: with no setting given, each row's token advantages sum to GRPO's total."""
+    rollout = _rollout(trainer.processing_class)
+    ctx = advantage_context(trainer, rollout, "rlsd")
+    got = _plugin().reshape_advantages(rollout.advantages, ctx)
+    mask = TokenSignals.of(ctx).mask
+    assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
+    assert not torch.allclose(got, rollout.advantages.unsqueeze(1) * mask), "the weights do move credit"
+
+
+@pytest.mark.parametrize(("step", "share"), [(0, 0.5), (25, 0.25), (50, 0.0), (80, 0.0)])
+def test_the_bounded_form_keeps_weights_near_one_at_a_decaying_share(trainer, step, share):
+    """The RLSD baseline of the RLCSD authors' code: clamp(exp(sign(A) gap), 0.8, 1.2) mixed in at half strength,
+    the share falling linearly to 0 over 50 steps; no renormalisation."""
+    rollout = _rollout(trainer.processing_class)
+    ctx = dataclasses.replace(advantage_context(trainer, rollout, "rlsd"), step=step)
+    got = _plugin(form="bounded", normalize=False).reshape_advantages(rollout.advantages, ctx)
+    gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
+    bounded = torch.exp(rollout.advantages.sign().unsqueeze(1) * gap).clamp(0.8, 1.2)
+    expected = rollout.advantages.unsqueeze(1) * ((1 - share) + share * bounded) * mask
+    assert torch.allclose(got, expected, atol=1e-6)
+    if share:  # the bound is exercised: a gap beyond log 1.2 is cut there
+        assert (gap[:2].abs() > 1).any() and got[:2].abs().max() <= 0.7 * (1 + 0.2 * share) + 1e-6
+
+
 def test_the_wrong_rollout_is_blamed_most_where_the_teacher_rejects_it(trainer):
     """On the wrong row (4 * 2 = 9, then 9 + 3 = 12), the teacher shown 4 * 2 = 8 rejects the 9 carried into the
     second line: that token gets the most negative advantage. With the exponent's sign flipped, it would get the
@@ -75,6 +101,14 @@ def test_bad_settings_name_the_key():
         RlsdConfig(clip=0.0)
     with pytest.raises(ConfigError, match="rlsd.teacher: must be one of policy, reference, not 'ema'"):
         RlsdConfig(teacher="ema")
+    with pytest.raises(ConfigError, match="rlsd.form: must be one of exponential, bounded, not 'linear'"):
+        RlsdConfig(form="linear")
+    with pytest.raises(ConfigError, match="rlsd.bound: must be in \\(0, 1\\), not 1.5"):
+        RlsdConfig(bound=1.5)
+    with pytest.raises(ConfigError, match="rlsd.mix: must be in \\[0, 1\\], not 2"):
+        RlsdConfig(mix=2)
+    with pytest.raises(ConfigError, match="rlsd.mix_decay_steps: must be non-negative, not -1"):
+        RlsdConfig(mix_decay_steps=-1)
 
 
 def test_wrong_rollouts_are_blamed_off_their_correct_steps_and_accuracy_holds():

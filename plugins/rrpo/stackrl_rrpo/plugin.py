@@ -36,6 +36,7 @@ CHOOSERS = {"random": uniform_reset, "oracle": first_wrong_line}
 
 class Rrpo(Plugin):
     Config = RrpoConfig
+    activity = "groups restarted from a reset point of a failed attempt"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -65,6 +66,7 @@ class Rrpo(Plugin):
         ]
         generations = ctx.generate(rows)
         ctx.log("reset_groups", len(points) / len(group_roles))
+        ctx.acted(len(points), of=len(group_roles), hint="no reset group's first attempt failed (rrpo.reset_share)")
         return Samples(
             completion_ids=[g.completion_ids for g in generations],
             prompt_ids=[g.prompt_ids for g in generations],  # the question and the prefix: the suffix alone trains

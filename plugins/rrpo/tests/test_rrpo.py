@@ -2,16 +2,17 @@
 
 from pathlib import Path
 
+import itertools
 import random
 
 import pytest
 
-from stackrl import ConfigError
+from stackrl import ConfigError, Generation, SampleContext
 from stackrl.roles import RESET, SOLVE, split_steps
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script
-from stackrl_rrpo import RrpoConfig, first_wrong_line
+from stackrl_rrpo import Rrpo, RrpoConfig, first_wrong_line
 from stackrl_rrpo.resets import judged_wrong_step
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
@@ -65,6 +66,39 @@ def test_a_judge_reply_marks_the_step_it_stopped_at():
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ConfigError, match=message):
         RrpoConfig(**settings)
+
+
+class ScriptedAttempts:
+    """A policy that answers each scripted question with its scripted texts in turn, over and over, and any other
+    prompt (a reset prompt) with an empty continuation. ``asked`` keeps each call's prompts."""
+
+    def __init__(self, attempts: dict[str, list[str]]):
+        self.attempts, self.asked = {q: itertools.cycle(texts) for q, texts in attempts.items()}, []
+
+    def generate(self, prompts, model="policy", **sampling):
+        self.asked.append(list(prompts))
+        texts = [next(self.attempts[p]) if p in self.attempts else "" for p in prompts]
+        return [Generation([len(p)], [len(t)], t) for p, t in zip(prompts, texts)]
+
+
+def test_reset_groups_continue_a_failed_attempt_never_a_successful_one():
+    """Scripted first attempts: the first question's group is attempted right, wrong, right, wrong, so its reset
+    prefix comes from the wrong attempt; the second question is always attempted right, so its group solves."""
+    right = "3 + 4 = 7\n7 * 2 = 14\n14 - 1 = 13\nThe answer is 13."
+    wrong = "3 + 4 = 8\n8 * 2 = 16\n16 - 1 = 15\nThe answer is 15."
+    solved = "2 + 2 = 4\n4 * 3 = 12\n12 - 1 = 11\nThe answer is 11."
+    first, second = "What is (3 + 4) * 2 - 1?\n", "What is (2 + 2) * 3 - 1?\n"
+    policy = ScriptedAttempts({first: [right, wrong, right, wrong], second: [solved] * 4})
+    ctx = SampleContext(step=0, tokenizer=None, policy=policy, _log=lambda *_: None, _plugin="rrpo",
+                        rollout_columns={"answer": ["13", "13", "11", "11"]}, group_size=2)
+    samples = Rrpo(RrpoConfig(reset="random", reset_share=1.0)).generate_rollout([first] * 2 + [second] * 2, ctx)
+    assert policy.asked[0] == [first] * 4 + [second] * 4, "four first attempts per reset group"
+    columns = samples.columns
+    assert columns["role"] == [RESET, RESET, SOLVE, SOLVE]
+    prefix = columns["reset_prefix"][0]
+    assert prefix and wrong.startswith(prefix) and not right.startswith(prefix)
+    assert columns["reset_prefix"][2] == "" and columns["reset_step"][2] == -1
+    assert policy.asked[1] == [first + prefix] * 2 + [second] * 2
 
 
 def _reset_run(make_config, reset: str, share: float = 1.0):

@@ -15,10 +15,12 @@ from stackrl.roles import REFLECT, ROLE_COLUMN, SOLVE, first_turns, rows_of_grou
 from stackrl_rrr.config import RrrConfig
 
 RETRY_CORRECT = "retry_correct"  # column: whether the retry after this row's reflection is right (None: no retry)
+RETRY = "retry"  # column: the retry's text (None: no retry), to read what the reward was given for
 
 
 class Rrr(Plugin):
     Config = RrrConfig
+    activity = "groups reflected on a failed attempt"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -56,14 +58,16 @@ class Rrr(Plugin):
                 for i in reflecting
             ]
         )
-        retry_correct = [None] * len(prompts)
+        retry_correct, retry_texts = [None] * len(prompts), [None] * len(prompts)
         for i, retry in zip(reflecting, retries):
             retry_correct[i] = bool(self.is_correct(retry.text, answers[i]))
+            retry_texts[i] = retry.text
+        ctx.acted(len(failed), of=groups, hint=f"no group failed any of its rrr.attempts {self.config.attempts}")
         ctx.log("failed_groups", len(failed) / groups)
         return Samples(
             completion_ids=[g.completion_ids for g in reflections],
             prompt_ids=[g.prompt_ids for g in reflections],
-            columns={ROLE_COLUMN: rows_of_groups(group_roles, size), RETRY_CORRECT: retry_correct},
+            columns={ROLE_COLUMN: rows_of_groups(group_roles, size), RETRY_CORRECT: retry_correct, RETRY: retry_texts},
         )
 
     @hookimpl

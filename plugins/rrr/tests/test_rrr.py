@@ -55,18 +55,19 @@ def test_failed_attempts_are_reflected_on_and_retried(make_config):
     )
     trainer = train_steps(config, steps=1)
     rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 4
-    roles, retry_correct = rollout.columns["role"], rollout.columns["retry_correct"]
+    roles, retry_correct, retries = rollout.columns["role"], rollout.columns["retry_correct"], rollout.columns["retry"]
     assert REFLECT in roles, "no failed attempt: the test is void"
     for i, role in enumerate(roles):
         prompt, answer = rollout.prompts[i], rollout.columns["answer"][i]
         if role == SOLVE:
-            assert retry_correct[i] is None and i in rollout.excluded
+            assert retry_correct[i] is None and retries[i] is None and i in rollout.excluded
             continue
         trained_on = decode(rollout.prompt_ids[i])  # the question and a failed attempt, in the reflect template
         attempt = trained_on[len(prompt) : -len("\nCheck:\n")]
         assert trained_on == REFLECT_TEMPLATE.format(prompt=prompt, attempt=attempt)
         assert not exact_match(attempt, answer)
         assert decode(rollout.prompt_ids[i - i % size]) == trained_on  # one failed attempt per group
-        assert isinstance(retry_correct[i], bool) and i not in rollout.excluded
-        assert rollout.rewards["rrr"][i] == float(retry_correct[i])
+        assert i not in rollout.excluded
+        assert retry_correct[i] is (exact_match(retries[i], answer) == 1.0)  # judged from the retry's own text
+        assert rollout.rewards["rrr"][i] == exact_match(retries[i], answer)
     assert torch.isnan(rollout.rewards["rrr"][[i for i, r in enumerate(roles) if r == SOLVE]]).all()

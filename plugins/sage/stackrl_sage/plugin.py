@@ -21,6 +21,7 @@ class Sage(stackrl.Plugin):
     """
 
     Config = SageConfig
+    activity = "groups were rolled out under a hint"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -58,6 +59,7 @@ class Sage(stackrl.Plugin):
                 out[row] = self._hinted(prompts, ctx, row, hint)
         self._visit = list(zip(keys, levels))
         ctx.log("hint_level", sum(levels) / len(levels))
+        ctx.acted(len(levels) - levels.count(0), of=len(levels), hint="no prompt's level rose above 0 (sage.level_up_at)")
         ctx.log("hinted_groups", sum(level > 0 for level in levels) / len(levels))
         if self.config.train_on_original:
             ctx.train_on_original = True
@@ -76,6 +78,7 @@ class Sage(stackrl.Plugin):
         # A group without an answer cannot be told unsolved: it gets no hint, and stays GRPO's.
         unsolved = [g for g in range(len(rewards)) if answers[g * size] is not None and not (rewards[g] > 0).any()]
         ctx.log("unsolved_groups", len(unsolved) / len(rewards))
+        failed = len(unsolved)
         hints = self.bank.lookup([self._problem(prompts, ctx, g * size) for g in unsolved], ctx)
         hints = dict(zip(unsolved, hints))
         levels = [0] * len(rewards)
@@ -95,6 +98,9 @@ class Sage(stackrl.Plugin):
         solved = (rewards > 0).any(dim=1).tolist()
         ctx.log("hint_level", sum(levels) / len(levels))
         ctx.log("rescued_groups", sum(ok and lv > 0 for ok, lv in zip(solved, levels)) / len(levels))
+        ctx.acted(len(levels) - levels.count(0), of=len(levels), hint=(
+            f"{failed} group(s) failed every completion; sage.hint_source '{self.config.hint_source}' gave none a hint"
+            if failed else "no group failed every completion: sage hints only those"))
         trained_on = original if self.config.train_on_original else samples
         return stackrl.Samples(
             completion_ids=[s.completion_ids for s in samples], prompt_ids=[s.prompt_ids for s in trained_on]

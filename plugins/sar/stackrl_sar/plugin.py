@@ -55,6 +55,7 @@ class SAR(Plugin):
     """SAR (arXiv 2509.05489) on the reward hook."""
 
     Config = SARConfig
+    activity = "completions scored above the reward's floor"
 
     @hookimpl
     def reward(self, ctx):
@@ -65,6 +66,7 @@ class SAR(Plugin):
         unasked = ctx.score(bare, rollout.completion_ids, **options)
         rewards = self_aligned_reward(asked.logprobs, unasked.logprobs, asked.mask, self.config.floor)
         scored = asked.mask.sum(dim=1) > 0
+        ctx.acted(int((scored & (rewards > self.config.floor)).sum()), of=len(rollout))
         if scored.any():
             ctx.log("floored", (rewards[scored] <= self.config.floor).double().mean().item())
             ctx.log("ppl_with_question", _perplexity(asked)[scored].mean().item())

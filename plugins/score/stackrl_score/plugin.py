@@ -2,8 +2,10 @@
 
 Stage I trains the second attempt on its correctness while a KL term to the reference holds the first attempt's
 tokens, and only those, near the reference; stage II trains both attempts on their correctness, the second with
-a bonus for changing a wrong answer into a right one (and a penalty for the reverse), without that KL. The stage
-switches at ``stage_two_step`` and is part of the plugin's checkpointed state.
+a bonus for changing a wrong answer into a right one (and a penalty for the reverse), without that KL. The
+reference is the policy as training started, a snapshot the plugin keeps, so a run needs no ``trainer.beta`` (whose
+KL TRL would add on every token, in stage II as well). The stage switches at ``stage_two_step`` and is part of the
+plugin's checkpointed state.
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ STAGE_COLUMN = "score_stage"  # column: the stage each row was generated in (1 o
 
 class Score(Plugin):
     Config = ScoreConfig
+    activity = "completions made a second attempt, each attempt credited"
 
     def __init__(self, config=None):
         super().__init__(config)
         self.is_correct = OUTCOME_REWARDS[self.config.metric]
         self.stage = 1 if self.config.stage_two_step > 0 else 2
         self.switched_at: int | None = None  # the step stage II began at
+
+    def check_run(self, run):
+        if self.config.first_attempt_kl > 0 and self.config.stage_two_step > 0:
+            run.need_reference("score.first_attempt_kl", "stage I's KL on first attempts is to")
+        # Stage II begins after the step `stage_two_step`: its first rollout trains the step after.
+        return [run.past_end("score.stage_two_step", self.config.stage_two_step + 1, "stage II trains")]
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):
@@ -54,6 +63,7 @@ class Score(Plugin):
         if SEGMENTS_COLUMN not in rollout.columns:  # evaluation: plain solutions, scored by the outcome rewards
             return [None] * len(rollout)
         correct = self._correct(rollout)
+        ctx.acted(sum(len(c) > 1 for c in correct), of=len(correct))
         for name, value in transitions([c[0] for c in correct], [c[1] for c in correct]).items():
             ctx.log(name, value)
         ctx.log("first_attempt_correct", sum(c[0] for c in correct) / len(correct))
@@ -70,6 +80,11 @@ class Score(Plugin):
         return segment_advantages(values, segments_of(rollout, plugin=self.name), rollout.group_size, width)
 
     @hookimpl
+    def train_begin(self, ctx):
+        if ctx.step == 0 and self.stage == 1 and self.config.first_attempt_kl:
+            ctx.update_snapshot(self.name, checkpoint=True)  # the start, stage I's reference; a resume restores it
+
+    @hookimpl
     def loss_term(self, ctx):
         rollout = ctx.rollout
         if SEGMENTS_COLUMN not in rollout.columns or not self.config.first_attempt_kl:
@@ -80,7 +95,7 @@ class Score(Plugin):
                 first[row, segments[0].start : segments[0].end] = 1
         if not first.any():
             return None
-        kl = reference_kl(ctx, first)
+        kl = reference_kl(ctx, first, model=self.name)
         ctx.log("first_attempt_kl", kl.item())
         return self.config.first_attempt_kl * kl
 

@@ -1,7 +1,10 @@
 """SCoRe: two attempts per row, stage I's KL on first-attempt tokens only, stage II's self-correction bonus."""
 
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
 from stackrl import ConfigError
 from stackrl.rewards import exact_match
@@ -17,7 +20,6 @@ EASY = {"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}}
 
 class TestConformance(PluginConformance):
     plugin_name = "score"
-    plugin_settings = {"trainer": {"beta": 0.001}}  # the reference model stage I's KL is taken to
 
 
 @pytest.mark.parametrize(
@@ -58,7 +60,7 @@ def _run(make_config, steps, monitor=None, learning_rate=1e-3, **score):
         data=EASY,
         rewards={"exact_match": None},
         score={"stage_two_step": 1, **score},
-        trainer={"per_device_train_batch_size": 16, "max_completion_length": 40, "beta": 0.001,
+        trainer={"per_device_train_batch_size": 16, "max_completion_length": 40, "beta": 0.0,
                  "learning_rate": learning_rate},
     )
     return train_steps(config, steps=steps, monitor=monitor)
@@ -66,7 +68,8 @@ def _run(make_config, steps, monitor=None, learning_rate=1e-3, **score):
 
 class LossCalls:
     """Keeps, for each of score's loss terms, the term, its gradient on the policy's log-probs, and the k3 KL to
-    the reference recomputed on every completion token and on the first attempt's."""
+    the starting policy (score's snapshot; the run has no reference model) recomputed on every completion token
+    and on the first attempt's."""
 
     def __init__(self):
         self.calls = []
@@ -75,7 +78,7 @@ class LossCalls:
         if hook != "loss_term" or plugin != "score" or result is None:
             return
         ctx = kwargs["ctx"]
-        reference = ctx.score(ctx.rollout.prompt_ids, ctx.rollout.completion_ids, model="reference",
+        reference = ctx.score(ctx.rollout.prompt_ids, ctx.rollout.completion_ids, model="score",
                               temperature=ctx.sampling_temperature).logprobs  # fmt: skip
         policy = ctx.policy_logps[:, : reference.size(1)]
         gap = reference - policy
@@ -152,3 +155,10 @@ def test_the_stage_is_checkpointed_and_a_resumed_run_keeps_it(make_config, tmp_p
     resumed = train_steps(later, steps=2, resume=str(tmp_path / "run" / "checkpoint-1"))
     assert resumed.state.global_step == 2
     assert set(resumed._rollouts["train"].columns["score_stage"]) == {2}  # stage II survives the resume
+
+
+@pytest.mark.parametrize("recipe", ["score.yaml", "score-cpu.yaml"])
+def test_the_recipes_add_no_kl_of_trls_on_every_token(recipe):
+    """Stage II has no KL and stage I only the first attempt's, taken to the plugin's snapshot: trainer.beta is 0."""
+    config = yaml.safe_load((Path(__file__).resolve().parents[3] / "configs" / "recipes" / recipe).read_text())
+    assert config["trainer"]["beta"] == 0.0

@@ -18,7 +18,14 @@ CANDIDATE_TEMPLATE = "{candidate}\n" + RETRY_INSTRUCTION + "\n"
 @dataclass
 class SdrlConfig(AnswerSettings):
     debate_share: float = 0.5  # share of each batch's groups that answer after a debate context; the rest solve alone
-    candidates: int = 4  # first-turn solutions sampled per debate group, the pool the context is chosen from
+    # First-turn solutions per debate group, the pool the context is chosen from; trained, they take that many of
+    # the group's rows, and the default leaves two replies in a group of four.
+    candidates: int = 2
+    # The abstract optimises the candidates and the debate replies of the same prompt: a debate group's first
+    # `candidates` rows are its candidates, trained as solutions of the bare question, and its other rows reply to
+    # the context; each kind is normalised against its own kind in the group. False: the candidates are sampled
+    # apart, untrained, and every row of a debate group replies.
+    train_candidates: bool = True
     context_size: int = 2  # candidates shown in the context, distinct final answers first
     # One candidate as the context shows it; the context is the prompt followed by each shown candidate.
     candidate_template: str = CANDIDATE_TEMPLATE

@@ -5,6 +5,7 @@ import torch
 
 from stackrl import ConfigError
 from stackrl.answers import make_extractor
+from stackrl.errors import PluginHookError
 from stackrl.rewards import exact_match, extract_answer
 from stackrl.roles import RETRY, SOLVE
 from stackrl.testing.conformance import PluginConformance
@@ -36,7 +37,7 @@ def test_the_debate_prompt_shows_each_candidate_as_an_earlier_attempt():
     [
         ({"debate_share": 0.0}, r"sdrl.debate_share: must be in \(0, 1\]"),
         ({"candidates": 0}, "sdrl.candidates: must be at least 1"),
-        ({"context_size": 5}, r"sdrl.context_size: must be between 1 and sdrl.candidates \(4\)"),
+        ({"context_size": 3}, r"sdrl.context_size: must be between 1 and sdrl.candidates \(2\)"),
         ({"candidate_template": "{answer}"}, r"sdrl.candidate_template: must contain \{candidate\}"),
     ],
 )
@@ -50,7 +51,7 @@ def test_debate_groups_answer_after_diverse_candidates_and_both_turns_are_scored
         ["sdrl"],
         model={"name_or_path": "stackrl/arith-skills"},
         data={"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
-        sdrl={"candidates": 6, "context_size": 2, "debate_share": 0.75},
+        sdrl={"candidates": 6, "context_size": 2, "debate_share": 0.75, "train_candidates": False},
         trainer={"per_device_train_batch_size": 32, "max_completion_length": 40},
     )
     trainer = train_steps(config, steps=1)
@@ -76,3 +77,46 @@ def test_debate_groups_answer_after_diverse_candidates_and_both_turns_are_scored
             distinct_contexts += pool[:2] != distinct[:2]  # a context the first two samples would not give
     assert distinct_contexts, "no pool began with a repeat: the diversity check is void"
     assert torch.isfinite(rollout.advantages).all()
+
+
+def test_by_default_a_debate_groups_candidates_are_trained_rows_and_each_turn_has_its_own_baseline(make_config):
+    """The abstract optimises the candidates and the replies of the same prompt: a debate group's first rows are
+    its candidates, answering the bare question, the others reply to a context of them, and GRPO's mean and std
+    are taken over each kind apart."""
+    config = make_config(
+        ["sdrl"],
+        model={"name_or_path": "stackrl/arith-skills"},
+        data={"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
+        sdrl={"candidates": 4, "context_size": 2, "debate_share": 0.5},
+        trainer={"per_device_train_batch_size": 48, "num_generations": 8, "max_completion_length": 48},
+    )
+    trainer = train_steps(config, steps=1)
+    rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 8
+    roles, rewards = rollout.columns["role"], rollout.rewards["exact_match"]
+    assert roles == [SOLVE] * 24 + ([SOLVE] * 4 + [RETRY] * 4) * 3
+    turns_apart = 0
+    for start in range(0, len(roles), size):
+        group = range(start, start + size)
+        kinds = [[i for i in group if roles[i] == role] for role in (SOLVE, RETRY)]
+        for i in group:
+            assert rollout.rewards["exact_match"][i] == exact_match(rollout.completions[i], rollout.columns["answer"][i])
+        if kinds[1]:  # a debate group: its replies are trained on a context of its own trained candidates
+            candidates = [rollout.completions[i] for i in kinds[0]]
+            assert rollout.columns["candidate_answers"][kinds[1][0]] == [extract_answer(c) for c in candidates]
+            context = decode(rollout.prompt_ids[kinds[1][0]])[len(rollout.prompts[start]) :].split("\nTry again.\n")[:-1]
+            assert len(context) == 2 and set(context) <= set(candidates)
+            assert all(decode(rollout.prompt_ids[i]) == rollout.prompts[i] for i in kinds[0])
+            turns_apart += rewards[kinds[0]].mean() != rewards[kinds[1]].mean()
+        for rows in filter(None, kinds):
+            r = rewards[rows]
+            expected = (r - r.mean()) / (r.std() + 1e-4)
+            for i, value in zip(rows, expected.tolist()):
+                row = rollout.advantages[i]  # per token from the plugin's estimator, one value from TRL's
+                assert (row if row.dim() == 0 else row[: len(rollout.completion_ids[i])]) == pytest.approx(value, abs=1e-5)
+    assert turns_apart, "no debate group whose candidates and replies score apart: one baseline would pass"
+
+
+def test_trained_candidates_leave_room_for_two_replies(make_config):
+    config = make_config(["sdrl"], model={"name_or_path": "stackrl/arith-skills"}, sdrl={"candidates": 3})
+    with pytest.raises(PluginHookError, match=r"ConfigError: sdrl.candidates: with sdrl.train_candidates .* at most 2, not 3"):
+        train_steps(config, steps=1)

@@ -26,7 +26,9 @@ def debate_signal(trainer) -> dict[str, float]:
     size, separator = rollout.group_size, CANDIDATE_TEMPLATE.format(candidate="")
     disagreeing = shown_both = 0
     rows, follows_wrong = [], []
-    for start in range(0, len(rollout.prompts), size):
+    for group in range(0, len(rollout.prompts), size):
+        replies = [i for i in range(group, group + size) if rollout.columns["role"][i] == "retry"]
+        start = replies[0]  # the group's candidates (trained rows before it) are in none of the figures
         answer, pool = rollout.columns["answer"][start], rollout.columns["candidate_answers"][start]
         disagreeing += answer in pool and any(a not in (None, answer) for a in pool)
         shown = rollout.columns["context_correct"][start]
@@ -35,14 +37,14 @@ def debate_signal(trainer) -> dict[str, float]:
         shown_both += 1
         context = decode(rollout.prompt_ids[start])[len(rollout.prompts[start]) :].split(separator)[:-1]
         wrong = extract_answer(context[shown.index(False)])
-        rows += range(start, start + size)
-        follows_wrong += [extract_answer(rollout.completions[i]) == wrong for i in range(start, start + size)]
+        rows += replies
+        follows_wrong += [extract_answer(rollout.completions[i]) == wrong for i in replies]
     rewards = rollout.rewards["exact_match"][rows]
     right, wrong = rewards == 1.0, torch.tensor(follows_wrong) & (rewards != 1.0)
     return {
         "disagreeing": disagreeing,
         "shown_both": shown_both / max(disagreeing, 1),
-        "groups_split": groups_split(rewards, size),
+        "groups_split": groups_split(rewards, len(replies)),
         "right": right.double().mean().item(),
         "follows_wrong": wrong.double().mean().item(),
         **advantage_figures(rollout.advantages[rows], right, wrong),

@@ -14,11 +14,15 @@ class Sec(Plugin):
     |advantage| per category; the prompt pool then takes an unused problem of that category."""
 
     Config = SecConfig
+    activity = "completions had a category whose value they updated"
 
     def __init__(self, config=None):
         super().__init__(config)
         self.values: dict[str, float] = {}
         self.batches_seen = 0  # the pool's batch count at the last update: one update per generation batch
+
+    def check_run(self, run):
+        run.need_column("sec", CATEGORY_COLUMN, "by whose values SEC draws problems")
 
     @hookimpl
     def train_begin(self, ctx):
@@ -33,6 +37,7 @@ class Sec(Plugin):
         rollout = ctx.rollout
         categories = [None if c is None else str(c) for c in rollout.columns.get(CATEGORY_COLUMN, [None] * len(rollout))]
         rewards = category_rewards(categories, rollout.advantages, rollout.completion_mask())
+        ctx.acted(len(categories) - categories.count(None), of=len(categories))
         rewards.pop(None, None)  # rows without a category (added by another plugin) inform no arm
         self._know(ctx)
         toward_zero = self.config.absent_categories == "toward_zero"

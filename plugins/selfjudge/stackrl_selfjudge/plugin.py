@@ -35,6 +35,7 @@ class SelfJudge(JudgeReward):
 
     Config = SelfJudgeConfig
     section = "selfjudge"
+    activity = "completions got a well-formed judgement"
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -25,7 +25,9 @@ class SelfVerifyConfig(RiseConfig):
     agree: float = 1.0
     disagree: float = 0.0
     no_verdict: float = 0.0
+    min_critique_chars: int = 0  # the paper scores the verdict alone
 
 
 class SelfVerify(Rise):
     Config = SelfVerifyConfig
+    activity = "groups verified an on-policy attempt"

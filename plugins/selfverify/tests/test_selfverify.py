@@ -18,7 +18,8 @@ class TestConformance(PluginConformance):
 def test_the_verifier_scores_answers_and_verdicts_one_or_zero():
     config = SelfVerifyConfig()
     assert [solution_score(t, "7", config) for t in ("The answer is 7.", "The answer is 8.", "7")] == [1.0, 0.0, 0.0]
-    assert [critique_score(v, c, config) for v, c in ((True, True), (False, True), (None, False))] == [1.0, 0.0, 0.0]
+    critiques = ("Verdict: correct", True), ("Verdict: wrong", True), ("no verdict", False)
+    assert [critique_score(text, c, config) for text, c in critiques] == [1.0, 0.0, 0.0]
     assert config.verify_share == 0.5
 
 

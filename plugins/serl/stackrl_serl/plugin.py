@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 import torch
 
 from stackrl import ConfigError, Plugin, PluginError, hookimpl
-from stackrl.answers import AnswerSettings, extractor_of, groups_of
+from stackrl.answers import AnswerSettings, extractor_of, groups_of, read_answers
 from stackrl.selfinstruct import SelfInstruct, SelfInstructSettings
 
 
 @dataclass
 class SeRLConfig(AnswerSettings):
-    # Answers (inherited): answer_extractor (auto), answer_regex, math_verify (true, as the authors' check).
+    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify (true, as the
+    # authors' check).
     # The difficulty filter: a group whose mean reward lies outside [min_mean_reward, max_mean_reward] is kept
     # out of the policy loss in training (the authors' --reward_difficulty_bounds 0.2 0.8).
     difficulty_filter: bool = True
@@ -28,6 +29,10 @@ class SeRLConfig(AnswerSettings):
     # Whether the dataset's rows are still drawn while written problems are in the pool. The authors train on
     # written problems only (the dataset seeds the examples): their rows weigh 0 while a written row is active.
     train_on_dataset: bool = False
+    # The authors' vote counts a completion without an answer as the empty answer, one prediction among the others:
+    # when the unanswered rows outnumber every answer, they are the majority and score 1. Off: they score 0 and
+    # never make the majority.
+    unanswered_votes: bool = False
 
     def __post_init__(self):
         if not 0.0 <= self.min_mean_reward <= self.max_mean_reward <= 1.0:
@@ -52,10 +57,11 @@ class SeRL(Plugin):
     """SeRL (Fang et al., 2025, arXiv 2505.20347) on the reward hook: majority vote and difficulty filter."""
 
     Config = SeRLConfig
+    activity = "completions had an answer to vote with"
 
     def __init__(self, config=None):
         super().__init__(config)
-        self._extract = extractor_of(self.config, "serl")
+        extractor_of(self.config, "serl")  # refuses a bad answer_regex before training
         self.instruct = SelfInstruct(self.config.self_instruct, "serl")
         self.pending: set[int] = set()  # written rows whose first group has not been seen yet
         self.batches_seen = 0  # the pool's batch count at the last filter: one filter per generation batch
@@ -64,8 +70,9 @@ class SeRL(Plugin):
     @hookimpl
     def reward(self, ctx):
         config, rollout = self.config, ctx.rollout
-        answers = [self._extract(text) for text in rollout.completions]
-        groups = groups_of(answers, rollout.group_size, config.math_verify)
+        answers = read_answers(ctx, config, "serl")
+        votes = [("" if a is None else a) for a in answers] if config.unanswered_votes else answers
+        groups = groups_of(votes, rollout.group_size, config.math_verify)
         rewards = torch.tensor([r for group in groups for r in majority_rewards(group.in_majority())])
         ctx.declare_pseudo_labels([group.majority_answer for group in groups for _ in range(rollout.group_size)])
         if config.difficulty_filter and ctx.training:

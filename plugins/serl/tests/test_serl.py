@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from stackrl import ConfigError
+from stackrl import ConfigError, RewardContext, Rollout
 from stackrl.answers import group_answers
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import HookRecorder, train_steps
 from stackrl.trainer import ROW_INDEX
-from stackrl_serl import SeRLConfig
+from stackrl_serl import SeRL, SeRLConfig
 from stackrl_serl.plugin import majority_rewards, outside_band
 
 
@@ -22,6 +22,16 @@ def test_only_the_majority_answer_is_rewarded_under_math_equivalence():
     plain = group_answers(["\\frac{1}{2}", "3", "0.5", None, "3", "1/2"], math_verify=False)
     assert majority_rewards(plain.in_majority()) == [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]  # without it, 3 leads
     assert majority_rewards(group_answers(["7", "8"]).in_majority()) == [1.0, 0.0]  # a tie: the first written
+
+
+def test_unanswered_rows_vote_as_the_empty_answer_only_when_asked():
+    texts = ["The answer is 3.", "no answer", "I give up", "The answer is 3.", "none", "The answer is 4."]
+    rollout = Rollout(["q"] * 6, texts, [[1]] * 6, [[2]] * 6, {}, group_size=6)
+    for votes, rewards in ((False, [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]), (True, [0.0, 1.0, 1.0, 0.0, 1.0, 0.0])):
+        plugin = SeRL(SeRLConfig(answer_extractor="answer_is", math_verify=False, unanswered_votes=votes))
+        plugin.name = "serl"
+        ctx = RewardContext(step=0, tokenizer=None, policy=None, _log=lambda *_: None, _plugin="serl", rollout=rollout)
+        assert plugin.reward(ctx).tolist() == rewards  # three unanswered rows outvote the two 3s
 
 
 def test_the_band_keeps_groups_whose_mean_reward_lies_inside_it_bounds_included():

@@ -29,3 +29,4 @@ class SIRLC(JudgeReward):
 
     Config = SIRLCConfig
     section = "sirlc"
+    activity = "completions got a well-formed grade from the judge"

@@ -32,3 +32,4 @@ class SSR(JudgeReward):
 
     Config = SSRConfig
     section = "ssr"
+    activity = "completions got a well-formed judgement"

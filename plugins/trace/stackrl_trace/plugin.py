@@ -27,6 +27,7 @@ class Trace(Plugin):
     """Token-routed self-distillation: KL to the privileged self-teacher on critical spans only, annealed away."""
 
     Config = TraceConfig
+    activity = "completions had a span to distil on"
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -143,9 +144,14 @@ class Trace(Plugin):
     def reshape_advantages(self, advantages, ctx):
         lam = kl_weight(ctx.step, self.config)
         if not ctx.training or lam == 0:
+            ctx.acted(0, of=0)  # the schedule has the KL off: nothing to act on
             return None
         spans = self.find_spans(ctx)
         ctx.rollout.columns[self.column] = spans
+        rule = f" (trace.span_pattern {self.config.span_pattern!r})" if self.config.spans == "rule" else ""
+        ctx.acted(len(spans) - spans.count(None), of=len(spans), hint=(
+            f"trace.spans '{self.config.spans}'{rule} found none in the completions trace.route "
+            f"'{self.config.route}' distils (by trace.correct_reward)"))
         mask = ctx.rollout.completion_mask()
         span_tokens = sum(len(s.positions) for s in spans if s is not None)
         ctx.log("coverage", span_tokens / max(1, int(mask.sum())))
