@@ -23,9 +23,11 @@ RESHAPERS = {
     # groups of two have no sibling hints: the reference and a wrong solution instead
     "rlcsd": {"positive_template": "{solution}\n\n{prompt}", "negative_template": "{wrong_solution}\n\n{prompt}"},
     "trace": {"spans": "rule", "span_pattern": "=", "route": "both", "teacher": "policy"},
+    "dasd": {}, "antisd": {},
 }
 # The loss terms on the teacher block.
-LOSS_TERMS = {"opsd": {}, "pwopsd": {}, "betaopsd": {}, "dasd": {}, "antisd": {}, "h2sd": {}}
+LOSS_TERMS = {"opsd": {}, "pwopsd": {}, "betaopsd": {}, "dasd": {"form": "loss"}, "antisd": {"form": "loss"},
+              "h2sd": {}}
 
 
 @pytest.fixture(scope="module")

@@ -255,9 +255,6 @@ REFUSED = [
     ("rloop's reward missing from the stack", {"plugins": ["rloop"]}, ["rloop.reward=digit_reward"],
      "command line: rloop.reward: plugin 'rloop' reads the reward component 'digit_reward', which this stack lacks "
      "(it has exact_match); add 'digit_reward' to plugins"),
-    ("score's KL without a reference model", {"plugins": ["score"]}, [],
-     "a.yaml: score.first_attempt_kl: stage I's KL on first attempts is to the reference model, which this run lacks; "
-     "set trainer.beta above 0 (TRL then loads one) or use model.lora (its base is the reference)"),
     ("a frozen teacher without a reference model", {"plugins": ["rlsd"]}, ["rlsd.teacher=reference"],
      "command line: rlsd.teacher: the frozen teacher is the reference model, which this run lacks; set trainer.beta "
      "above 0 (TRL then loads one) or use model.lora (its base is the reference)"),

@@ -32,8 +32,6 @@ class Score(Plugin):
         self.switched_at: int | None = None  # the step stage II began at
 
     def check_run(self, run):
-        if self.config.first_attempt_kl > 0 and self.config.stage_two_step > 0:
-            run.need_reference("score.first_attempt_kl", "stage I's KL on first attempts is to")
         # Stage II begins after the step `stage_two_step`: its first rollout trains the step after.
         return [run.past_end("score.stage_two_step", self.config.stage_two_step + 1, "stage II trains")]
 
