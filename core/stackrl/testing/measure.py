@@ -17,7 +17,8 @@ def label_free_run(recipe: Path, overrides=()) -> dict[str, float]:
     mean over training of every figure the host logged against the hidden answers (``truth/...``)."""
     with tempfile.TemporaryDirectory() as out:
         result = train(load_config([recipe], [*overrides, f"output_dir={out}"]))
-        logged = [json.loads(line) for line in open(Path(out) / METRICS_FILE)]
+        with open(Path(out) / METRICS_FILE) as metrics:
+            logged = [json.loads(line) for line in metrics]
     figures = {label: result["evaluations"][label]["pass@1"] for label in ("before", "after")}
     for key in sorted({k for entry in logged for k in entry if k.startswith(f"{PREFIX}/")}):
         values = [entry[key] for entry in logged if key in entry]
