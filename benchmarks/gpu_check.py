@@ -87,8 +87,8 @@ DRY_TRAINER = {"use_cpu": True, "per_device_train_batch_size": 8, "num_generatio
 # One method plugin per family, each family named by the host block its methods share.
 FAMILIES = {
     "covo": "self-derived rewards (stackrl.answers)",
-    "rlsd": "teacher token signals (stackrl.teacher, stackrl.tokensignals)",
-    "rise": "multi-turn and multi-role rollouts (stackrl.roles)",
+    "rlsd": "teacher token signals (stackrl.blocks.teacher, stackrl.blocks.tokensignals)",
+    "rise": "multi-turn and multi-role rollouts (stackrl.blocks.roles)",
     "sec": "prompt pool (stackrl.pool)",
     "eepo": "policy operations (stackrl.policy_ops)",
 }

@@ -13,7 +13,7 @@ from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, written_rollout
-from stackrl.tokensignals import per_token
+from stackrl.blocks.tokensignals import per_token
 
 ANSWERED, ANSWERLESS = [0, 1], [2, 3]
 

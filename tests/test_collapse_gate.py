@@ -1,10 +1,10 @@
-"""The collapse gate of stackrl.tokensignals: closes below its threshold at the step it happens, relative to the
+"""The collapse gate of stackrl.blocks.tokensignals: closes below its threshold at the step it happens, relative to the
 first value when asked, stays closed when latched, and its state round-trips."""
 
 import pytest
 
 from stackrl.errors import StackrlError
-from stackrl.tokensignals import CollapseGate
+from stackrl.blocks.tokensignals import CollapseGate
 
 
 def test_an_absolute_gate_closes_at_the_first_value_below_its_threshold_and_stays_closed():

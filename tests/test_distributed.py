@@ -103,7 +103,7 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                 },
             },
         },
-        # Multi-turn trajectories (stackrl.turns) sampled turn by turn through ctx.generate from token ids, split over
+        # Multi-turn trajectories (stackrl.blocks.turns) sampled turn by turn through ctx.generate from token ids, split over
         # the processes: score's two attempts and pag's answer, check and revision. Greedy, so the rollout and the
         # rewards must be those of one process.
         **{

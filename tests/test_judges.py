@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from stackrl import ConfigError, RewardContext, Rollout
-from stackrl.judges import Judge, JudgeSettings, Mode, Scale, parse_judgement
+from stackrl.blocks.judges import Judge, JudgeSettings, Mode, Scale, parse_judgement
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import torch
 
 from stackrl import PluginError
 from stackrl.errors import ConfigError
-from stackrl.roles import (
+from stackrl.blocks.roles import (
     assign_roles,
     broadcast_segments,
     group_advantages,

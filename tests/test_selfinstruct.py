@@ -10,7 +10,7 @@ from stackrl.config import DataSection
 from stackrl.data import format_prompt
 from stackrl.errors import ConfigError, PluginError
 from stackrl.pool import POOL_ROW, Pool, PoolAccess
-from stackrl.selfinstruct import (
+from stackrl.blocks.selfinstruct import (
     SelfInstruct,
     SelfInstructSettings,
     SimilarityIndex,

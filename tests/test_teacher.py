@@ -10,7 +10,7 @@ import torch
 from stackrl import ConfigError, Rollout, StackrlError
 from stackrl.policy import _SNAPSHOTS, PolicyAccess
 from stackrl.run import build_trainer
-from stackrl.teacher import (
+from stackrl.blocks.teacher import (
     check_teacher_settings,
     forward_kl,
     forward_kl_clip_scale,

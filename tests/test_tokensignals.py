@@ -10,7 +10,7 @@ from stackrl import AdvantageContext, LossContext, PluginError, Rollout, Stackrl
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.testing.repository import load_script
-from stackrl.tokensignals import (
+from stackrl.blocks.tokensignals import (
     REFERENCE,
     STUDENT,
     SignalContext,

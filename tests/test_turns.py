@@ -1,4 +1,4 @@
-"""Several turns in one completion (stackrl.turns), generation from token ids, and a KL on chosen tokens (stackrl.kl)."""
+"""Several turns in one completion (stackrl.blocks.turns), generation from token ids, and a KL on chosen tokens (stackrl.blocks.kl)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from stackrl import PluginError
-from stackrl.kl import reference_kl
+from stackrl.blocks.kl import reference_kl
 from stackrl.run import build_trainer
-from stackrl.turns import Segment, Trajectory, packed_samples, segment_advantages, transitions
+from stackrl.blocks.turns import Segment, Trajectory, packed_samples, segment_advantages, transitions
 
 EOS = 9
 

@@ -36,7 +36,7 @@ class Rollout:
     injected (``None``: every token trains). ``answer_column`` names the column of the reference answers
     (``data.answer_column``): a row whose value there is ``None`` has no answer (a row a plugin added to the pool
     label-free, a self-supervised task), and the privileged-context blocks leave it as GRPO does
-    (:func:`stackrl.teacher.privileged_rows`).
+    (:func:`stackrl.blocks.teacher.privileged_rows`).
     """
 
     prompts: list

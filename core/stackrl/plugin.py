@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import string
 from dataclasses import dataclass
 
 from stackrl.errors import ConfigError, did_you_mean
+
+
+def template_fields(template: str) -> list[str]:
+    """The ``{field}`` names a template uses (a plugin's template settings are checked against the run's columns)."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
 
 
 @dataclass
@@ -55,8 +61,6 @@ class RunFacts:
         """Refuse a template setting of ``plugin`` that names a field the run cannot fill. The template at
         ``plugin.config.<key>`` is formatted with ``{prompt}``, the data's columns and the fields the plugin fills
         itself: ``own``, and those of the setting's default template that are not the built-in task's columns."""
-        from stackrl.teacher import template_fields
-
         config = plugin.config
         default = next(f for f in dataclasses.fields(config) if f.name == key).default
         derived = [f for f in template_fields(default or "") if f not in self.builtin_columns]

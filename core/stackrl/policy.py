@@ -20,10 +20,9 @@ import torch.nn.functional as F
 from accelerate.utils import gather_object
 
 from stackrl.errors import StackrlError
-from stackrl.teacher import Snapshot
 
 if TYPE_CHECKING:
-    from stackrl.trainer import StackTrainer
+    from trl import GRPOTrainer
 
 
 @dataclass
@@ -119,16 +118,57 @@ def _project_only_at(head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tens
         handle.remove()
 
 
+class Snapshot:
+    """A frozen copy of a model, moved toward the live one by ``update(decay)``: an EMA, or a periodic copy.
+
+    Frozen parameters (a LoRA model's base weights, quantized weights) are shared with the live model rather
+    than copied, so a snapshot of a LoRA policy costs only the adapter's memory.
+    """
+
+    def __init__(self, live: torch.nn.Module):
+        shared = {id(p): p for p in live.parameters() if not p.requires_grad}
+        self.model = copy.deepcopy(live, memo=shared)
+        for module in self.model.modules():
+            # A forward set on the instance is a patch whose closure may call the live model's forward (TRL's
+            # fused LM head does): the copy runs its class's own forward.
+            module.__dict__.pop("forward", None)
+        self.model.train(False)
+        # The copied weights, by name: what an update moves, a checkpoint saves and a restore copies back.
+        self.own = {n: p for n, p in self.model.named_parameters() if id(p) not in shared}
+        for p in self.own.values():
+            p.requires_grad_(False)
+        self.checkpointed = False  # saved in checkpoints (update_snapshot(..., checkpoint=True))
+
+    @torch.no_grad()
+    def update(self, live: torch.nn.Module, decay: float) -> None:
+        """``snapshot <- decay * snapshot + (1 - decay) * live`` for every parameter not shared; 0 copies."""
+        if not 0.0 <= decay < 1.0:
+            raise StackrlError(f"update_snapshot: decay must lie in [0, 1), not {decay}")
+        for own, current in zip(self.model.parameters(), live.parameters(), strict=True):
+            if own is not current:
+                own.lerp_(current.detach().to(own.dtype), 1.0 - decay)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().cpu().clone() for n, p in self.own.items()}
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict[str, torch.Tensor], where: str) -> None:
+        if set(state) != set(self.own):
+            raise StackrlError(f"{where}: the saved snapshot's weights do not match this run's model")
+        for n, p in self.own.items():
+            p.copy_(state[n])
+
+
 # Snapshots of a run's policy (``update_snapshot``), per trainer, so that every PolicyAccess of the run sees them.
 _SNAPSHOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def snapshots_of(trainer: StackTrainer) -> dict[str, Snapshot]:
+def snapshots_of(trainer: GRPOTrainer) -> dict[str, Snapshot]:
     """The trainer's snapshots by name (the checkpoint saves the ``checkpointed`` ones)."""
     return _SNAPSHOTS.setdefault(trainer, {})
 
 
-def _refuse_sharded(trainer: StackTrainer, what: str) -> None:
+def _refuse_sharded(trainer: GRPOTrainer, what: str) -> None:
     if trainer._dist.is_zero3 or trainer._dist.is_fsdp:
         raise StackrlError(
             f"{what}: the policy's weights are sharded (ZeRO-3/FSDP); snapshots and the operations on them need "
@@ -137,9 +177,13 @@ def _refuse_sharded(trainer: StackTrainer, what: str) -> None:
 
 
 class PolicyAccess:
-    """``generate`` and ``score`` against a trainer's models, without handing the trainer to plugins."""
+    """``generate`` and ``score`` against a trainer's models, without handing the trainer to plugins.
 
-    def __init__(self, trainer: StackTrainer, *, sharded: bool, model: torch.nn.Module | None = None):
+    The trainer is the run's :class:`stackrl.trainer.StackTrainer`, typed as the TRL trainer it extends: the trainer
+    builds the contexts that hold this, so naming it here would close an import circle.
+    """
+
+    def __init__(self, trainer: GRPOTrainer, *, sharded: bool, model: torch.nn.Module | None = None):
         self._trainer = trainer
         self._sharded = sharded and trainer.accelerator.num_processes > 1
         self._grad_model = model

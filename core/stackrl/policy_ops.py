@@ -20,7 +20,7 @@ from stackrl.errors import StackrlError
 
 if TYPE_CHECKING:
     from stackrl.policy import PolicyAccess
-    from stackrl.trainer import StackTrainer
+    from trl import GRPOTrainer
 
 # likelihood: descend the token-mean negative log-likelihood (SFT). unlikelihood: descend the token-mean
 # -log(1 - p) of each token (Welleck et al., 2019), which lowers the tokens' probability and pushes hardest on the
@@ -110,7 +110,7 @@ def scratch_update(
 
 
 def supervised_phase(
-    trainer: StackTrainer,
+    trainer: GRPOTrainer,
     access: PolicyAccess,
     name: str,
     contexts: list,
@@ -200,7 +200,7 @@ def _restart_schedule(scheduler) -> None:
         scheduler.step()
 
 
-def _check_phase_run(trainer: StackTrainer, what: str) -> None:
+def _check_phase_run(trainer: GRPOTrainer, what: str) -> None:
     if trainer._dist.is_zero3 or trainer._dist.is_fsdp or trainer.is_deepspeed_enabled:
         raise StackrlError(f"{what}: the policy's weights and optimizer must be whole on each process (DDP); "
                            "DeepSpeed and FSDP hold them sharded")

@@ -12,7 +12,19 @@ from stackrl.errors import PluginError
 
 __all__ = [
     "OUTCOME_REWARDS", "answer_after_phrase", "exact_match", "extract_answer", "math_verify", "reference_answers",
+    "REFLECT", "RESET", "RETRY", "ROLE_COLUMN", "SOLUTION_ROLES", "SOLVE", "VERIFY",
 ]
+
+
+# The roles a generate_rollout plugin gives its rows (stackrl.blocks.roles), in the column ROLE_COLUMN: the outcome
+# rewards score only the rows of SOLUTION_ROLES, the plugin the others.
+ROLE_COLUMN = "role"
+SOLVE = "solve"  # answer the dataset's question
+VERIFY = "verify"  # judge an attempt shown in the prompt
+RETRY = "retry"  # answer again, an earlier attempt (and maybe a reflection on it) shown in the prompt
+REFLECT = "reflect"  # write about an earlier attempt, not answer
+RESET = "reset"  # continue an earlier attempt from one of its steps to the end
+SOLUTION_ROLES = frozenset({SOLVE, RETRY, RESET})  # their completions end in an answer to the dataset's question
 
 
 def _normalise(answer: str) -> str:

@@ -8,7 +8,8 @@ import torch
 from omegaconf import MISSING
 
 from stackrl import Plugin, Samples, hookimpl
-from stackrl.roles import ROLE_COLUMN, SOLUTION_ROLES, assign_roles, rows_of_groups
+from stackrl.blocks.roles import assign_roles, rows_of_groups
+from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES
 
 
 class DigitReward(Plugin):

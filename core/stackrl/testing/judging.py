@@ -9,7 +9,7 @@ and the benchmarks of the plugins whose policy judges measure.
 - :func:`finds_the_slip`: whether a check of a wrong attempt stops where a perfect judge does, the line a retry
   after the check can carry on from (stackrl-rrr).
 
-The plugins on the judges block (:mod:`stackrl.judges`: selfjudge, sirlc, ssr) judge their own solutions:
+The plugins on the judges block (:mod:`stackrl.blocks.judges`: selfjudge, sirlc, ssr) judge their own solutions:
 
 - :class:`JudgedSteps`: the rollouts of a label-free run, each with the plugin's judgements and the hidden truth;
 - :func:`judge_figures`: how judgements track correctness, across the batch and within groups;
@@ -28,7 +28,7 @@ import torch
 
 from stackrl.context import Rollout
 from stackrl.rewards import exact_match
-from stackrl.roles import ROLE_COLUMN, VERIFY
+from stackrl.rewards import ROLE_COLUMN, VERIFY
 from stackrl.tasks import parse_verdict
 from stackrl.tasks.roles import VERDICT_PREFIX, WRONG, judge_reply
 from stackrl.truth import auroc

@@ -1,4 +1,4 @@
-"""Scripted problem writing, for plumbing tests of self-instruction (:mod:`stackrl.selfinstruct`) on a real run.
+"""Scripted problem writing, for plumbing tests of self-instruction (:mod:`stackrl.blocks.selfinstruct`) on a real run.
 
 What a model writes varies with its weights; a test that counts what each rule rejects replaces only the call
 that writes the problems: the plugin's ``instruct.generate``. Rollouts, rewards, judging, the pool and the trainer

@@ -7,7 +7,7 @@ from typing import Optional
 
 from stackrl import ConfigError
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import check_teacher_settings
+from stackrl.blocks.teacher import check_teacher_settings
 
 
 FORMS = ("advantage", "loss")

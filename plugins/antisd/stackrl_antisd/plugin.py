@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from stackrl import Plugin, hookimpl
-from stackrl.teacher import check_teacher_run, generalized_jsd, privileged_student_and_teacher
-from stackrl.tokensignals import CollapseGate, SignalContext, TokenSignals, acted_on_tokens, per_token
+from stackrl.blocks.teacher import check_teacher_run, generalized_jsd, privileged_student_and_teacher
+from stackrl.blocks.tokensignals import CollapseGate, SignalContext, TokenSignals, acted_on_tokens, per_token
 from stackrl_antisd.config import AntisdConfig, check
 
 

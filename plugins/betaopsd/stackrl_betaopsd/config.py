@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.teacher import WORKED_SOLUTION_TEMPLATE, check_teacher_settings
+from stackrl.blocks.teacher import WORKED_SOLUTION_TEMPLATE, check_teacher_settings
 
 # "initial": the policy's weights when training begins, kept as this plugin's snapshot; "reference": the host's
 # frozen reference model (the LoRA-disabled base, or TRL's reference model when trainer.beta > 0).

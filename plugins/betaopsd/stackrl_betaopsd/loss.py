@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from stackrl.teacher import forward_kl, returns_to_go, reverse_kl
+from stackrl.blocks.teacher import forward_kl, returns_to_go, reverse_kl
 
 DIVERGENCE = {"reverse_kl": reverse_kl, "forward_kl": forward_kl}
 

@@ -8,8 +8,8 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.teacher import check_teacher_run, check_teacher_settings
-from stackrl.tokensignals import SignalContext, TokenSignals, acted_on_tokens, inverse_sensitivity, reallocate
+from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals, acted_on_tokens, inverse_sensitivity, reallocate
 
 SENSITIVITIES = ("sum", "max")
 

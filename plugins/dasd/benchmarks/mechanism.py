@@ -22,9 +22,9 @@ import torch
 
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.teacher import generalized_jsd, student_and_teacher
+from stackrl.blocks.teacher import generalized_jsd, student_and_teacher
 from stackrl.testing.heldout import greedy_accuracy, heldout_rollout
-from stackrl.tokensignals import entropy_and_topk_mass
+from stackrl.blocks.tokensignals import entropy_and_topk_mass
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "dasd-cpu.yaml"
 LOSS_FORM = ["dasd.form=loss", "rewards.exact_match=0.0"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from stackrl import Generation, PluginError
 from stackrl.answers import equivalent
 from stackrl.rewards import extract_answer
-from stackrl.teacher import teacher_prompts
+from stackrl.blocks.teacher import teacher_prompts
 from stackrl_expo.config import ExpoConfig
 
 

@@ -26,7 +26,7 @@ from stackrl.testing.heldout import (
     train_and_measure,
     without_plugins,
 )
-from stackrl.tokensignals import SignalContext, TokenSignals
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "h2sd-cpu.yaml"
 

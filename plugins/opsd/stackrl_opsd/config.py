@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.teacher import check_teacher_settings
+from stackrl.blocks.teacher import check_teacher_settings
 
 TEACHERS = ("policy", "reference", "ema")
 

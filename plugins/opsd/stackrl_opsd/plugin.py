@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.teacher import check_teacher_run, generalized_jsd, privileged_rows, student_and_teacher
+from stackrl.blocks.teacher import check_teacher_run, generalized_jsd, privileged_rows, student_and_teacher
 from stackrl_opsd.config import OpsdConfig, check
 
 

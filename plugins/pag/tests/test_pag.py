@@ -8,7 +8,7 @@ from stackrl.rewards import exact_match
 from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION, parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
-from stackrl.turns import segment_advantages
+from stackrl.blocks.turns import segment_advantages
 from stackrl_pag import PagConfig, segment_rewards, verifier_figures
 
 A, V = "answer", "verify"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.teacher import WORKED_SOLUTION_TEMPLATE, check_teacher_settings
+from stackrl.blocks.teacher import WORKED_SOLUTION_TEMPLATE, check_teacher_settings
 
 
 
@@ -17,7 +17,7 @@ class PwOpsdConfig:
     teacher_template: str = WORKED_SOLUTION_TEMPLATE
     # "policy": the live policy shown the solution; "reference": the LoRA-disabled base (or TRL's reference model).
     teacher: str = "policy"
-    # How hard the forward KL may push any one logit of the student (stackrl.teacher.forward_kl; null: no clip).
+    # How hard the forward KL may push any one logit of the student (stackrl.blocks.teacher.forward_kl; null: no clip).
     # The paper clips without saying how much: 0.05 is the value the project's other clipped KL (trace) uses.
     clip: Optional[float] = 0.05
     # The weight at relative position u = (t + 1) / T: floor + (1 - floor) * u ** position_power, scaled to mean 1

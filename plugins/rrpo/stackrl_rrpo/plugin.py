@@ -15,7 +15,7 @@ import torch
 
 from stackrl import Plugin, Samples, hookimpl
 from stackrl.rewards import OUTCOME_REWARDS, reference_answers
-from stackrl.roles import (
+from stackrl.blocks.roles import (
     RESET,
     ROLE_COLUMN,
     SOLVE,

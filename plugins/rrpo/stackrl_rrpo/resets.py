@@ -1,8 +1,8 @@
 """Reset points that need to read an attempt: the oracle's first wrong line of the built-in task, and the step a
 judge reply in the built-in task's format marks wrong (SRPO's self-localisation).
 
-A reset point is the index of the step a continuation starts from (see :func:`stackrl.roles.reset_prompt`); the
-random chooser is :func:`stackrl.roles.uniform_reset`.
+A reset point is the index of the step a continuation starts from (see :func:`stackrl.blocks.roles.reset_prompt`); the
+random chooser is :func:`stackrl.blocks.roles.uniform_reset`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from stackrl import ConfigError, Generation, SampleContext
-from stackrl.roles import RESET, SOLVE, split_steps
+from stackrl.blocks.roles import split_steps
+from stackrl.rewards import RESET, SOLVE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script

@@ -7,7 +7,7 @@ import torch
 
 from stackrl import ConfigError, Rollout
 from stackrl.rewards import exact_match
-from stackrl.roles import REFLECT, SOLVE
+from stackrl.rewards import REFLECT, SOLVE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_rrr import Rrr, RrrConfig

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from stackrl.roles import REFLECT, ROLE_COLUMN
+from stackrl.rewards import REFLECT, ROLE_COLUMN
 from stackrl.tasks import parse_verdict
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config

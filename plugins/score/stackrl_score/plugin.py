@@ -11,9 +11,9 @@ plugin's checkpointed state.
 from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
-from stackrl.kl import reference_kl
+from stackrl.blocks.kl import reference_kl
 from stackrl.rewards import OUTCOME_REWARDS, reference_answers
-from stackrl.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
+from stackrl.blocks.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
 from stackrl_score.config import ScoreConfig
 from stackrl_score.rewards import attempt_rewards
 

@@ -7,7 +7,7 @@ from stackrl import ConfigError
 from stackrl.answers import make_extractor
 from stackrl.errors import PluginHookError
 from stackrl.rewards import exact_match, extract_answer
-from stackrl.roles import RETRY, SOLVE
+from stackrl.rewards import RETRY, SOLVE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_sdrl import SdrlConfig, debate_prompt, diverse_candidates

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from stackrl import PluginError, hookimpl
-from stackrl.judges import JudgeReward, JudgeSettings, Mode, Scale
-from stackrl.selfinstruct import SelfInstruct, SelfInstructSettings
+from stackrl.blocks.judges import JudgeReward, JudgeSettings, Mode, Scale
+from stackrl.blocks.selfinstruct import SelfInstruct, SelfInstructSettings
 
 VERIFICATION = (
     "Problem:\n{prompt}\nProposed solution:\n{attempt}\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from transformers import AutoTokenizer
 
-from stackrl.judges import Mode, parse_judgement
+from stackrl.blocks.judges import Mode, parse_judgement
 from stackrl.run import build_trainer
 from stackrl.tasks import JUDGE_TEMPLATE, arith_tiny_path
 from stackrl.tasks.arithmetic import read_problem

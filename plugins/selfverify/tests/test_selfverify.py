@@ -3,7 +3,7 @@
 import pytest
 
 from stackrl import ConfigError
-from stackrl.roles import SOLVE, VERIFY
+from stackrl.rewards import SOLVE, VERIFY
 from stackrl.tasks import parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps

@@ -11,7 +11,7 @@ import torch
 
 from stackrl import ConfigError, Plugin, PluginError, hookimpl
 from stackrl.answers import AnswerSettings, extractor_of, groups_of, read_answers
-from stackrl.selfinstruct import SelfInstruct, SelfInstructSettings
+from stackrl.blocks.selfinstruct import SelfInstruct, SelfInstructSettings
 
 
 @dataclass

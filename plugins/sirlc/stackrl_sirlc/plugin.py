@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stackrl.judges import JudgeReward, JudgeSettings, Mode, Scale
+from stackrl.blocks.judges import JudgeReward, JudgeSettings, Mode, Scale
 
 CORRECTNESS = (
     "Here is a question and an answer to it.\nQuestion: {prompt}\nAnswer: {attempt}\n"

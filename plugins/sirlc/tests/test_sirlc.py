@@ -8,7 +8,7 @@ import torch
 from transformers import AutoTokenizer
 
 from stackrl import RewardContext
-from stackrl.judges import Mode, Scale
+from stackrl.blocks.judges import Mode, Scale
 from stackrl.tasks import arith_tiny_path
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from stackrl.judges import JudgeReward, JudgeSettings, Mode, Scale
+from stackrl.blocks.judges import JudgeReward, JudgeSettings, Mode, Scale
 
 SCORING = (
     "Rate the translation below on a scale from 0 to 100, where 0 means it conveys none of the source's meaning "

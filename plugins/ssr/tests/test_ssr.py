@@ -6,7 +6,7 @@ verdict standing in for the 0-100 score. Its claim is about translation, which t
 import pytest
 from transformers import AutoTokenizer
 
-from stackrl.judges import Mode, Scale, parse_judgement
+from stackrl.blocks.judges import Mode, Scale, parse_judgement
 from stackrl.tasks import RETRY_TEMPLATE, arith_tiny_path
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps

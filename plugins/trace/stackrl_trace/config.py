@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.teacher import check_teacher_settings
+from stackrl.blocks.teacher import check_teacher_settings
 
 SOURCES = ("annotator", "column", "rule")
 ROUTES = ("key_fkl", "error_rkl", "both")

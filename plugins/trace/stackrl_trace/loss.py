@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stackrl import Rollout
-from stackrl.teacher import forward_kl, reverse_kl, score_student, score_teacher
+from stackrl.blocks.teacher import forward_kl, reverse_kl, score_student, score_teacher
 from stackrl_trace.config import TraceConfig, teacher_template
 from stackrl_trace.spans import KEY, RowSpans
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from stackrl import Plugin, PluginError, Rollout, hookimpl
-from stackrl.teacher import privileged_rows, teacher_prompts
+from stackrl.blocks.teacher import privileged_rows, teacher_prompts
 from stackrl_trace.config import TraceConfig, check, teacher_template
 from stackrl_trace.loss import kl_weight, scale_span_advantages, span_divergence, span_loss
 from stackrl_trace.spans import (

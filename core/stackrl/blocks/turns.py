@@ -17,7 +17,7 @@ import torch
 
 from stackrl.context import Samples
 from stackrl.errors import PluginError
-from stackrl.roles import broadcast_segments
+from stackrl.blocks.roles import broadcast_segments
 
 SEGMENTS_COLUMN = "segments"  # column: each row's generated segments, a list of Segment
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from stackrl.context import LossContext
-from stackrl.tokensignals.contexts import STUDENT, SignalContext
-from stackrl.tokensignals.statistics import entropy_and_topk_mass
+from stackrl.blocks.tokensignals.contexts import STUDENT, SignalContext
+from stackrl.blocks.tokensignals.statistics import entropy_and_topk_mass
 
 if TYPE_CHECKING:
     from stackrl.context import Rollout

@@ -23,7 +23,7 @@ and the reference (``solution`` and ``answer`` columns):
 Correctness is ``stackrl.rewards.exact_match`` against the answer column (``rollout.answer_column``).
 
 A context built from a template applies only to the rows that have privileged context
-(:func:`stackrl.teacher.privileged_rows`): a row without an answer, or without a value the template uses (the
+(:func:`stackrl.blocks.teacher.privileged_rows`): a row without an answer, or without a value the template uses (the
 reference solution, for the derived fields), gets none, and its signals under the context are zero.
 """
 
@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING
 from stackrl.errors import PluginError
 from stackrl.rewards import exact_match, extract_answer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.teacher import privileged_rows, template_fields, teacher_prompts
+from stackrl.blocks.teacher import privileged_rows, teacher_prompts
+from stackrl.plugin import template_fields
 
 if TYPE_CHECKING:
     from stackrl.context import Rollout

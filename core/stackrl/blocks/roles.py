@@ -3,9 +3,10 @@ advantages normalised per role group or per segment of a completion.
 
 A ``generate_rollout`` plugin gives each group a role (:func:`assign_roles`), samples what a derived role needs
 with ``ctx.generate`` (a first attempt to verify, retry or reset from), builds the derived prompt with the helpers
-here, and returns the role of every row in the column :data:`ROLE_COLUMN` of its ``Samples``. The host's built-in
-outcome rewards then score only the rows whose role answers the question (:data:`SOLUTION_ROLES`); the plugin
-scores the others.
+here, and returns the role of every row in the column :data:`stackrl.rewards.ROLE_COLUMN` of its ``Samples``. The
+host's built-in outcome rewards then score only the rows whose role answers the question
+(:data:`stackrl.rewards.SOLUTION_ROLES`); the plugin scores the others. The role names live with the outcome rewards,
+which read them.
 """
 
 from __future__ import annotations
@@ -17,15 +18,6 @@ from collections.abc import Callable, Sequence
 import torch
 
 from stackrl.errors import ConfigError, PluginError
-
-ROLE_COLUMN = "role"
-SOLVE = "solve"  # answer the dataset's question
-VERIFY = "verify"  # judge an attempt shown in the prompt
-RETRY = "retry"  # answer again, an earlier attempt (and maybe a reflection on it) shown in the prompt
-REFLECT = "reflect"  # write about an earlier attempt, not answer
-RESET = "reset"  # continue an earlier attempt from one of its steps to the end
-SOLUTION_ROLES = frozenset({SOLVE, RETRY, RESET})  # their completions end in an answer to the dataset's question
-
 
 def assign_roles(num_groups: int, fractions: dict[str, float], *, key: str) -> list[str]:
     """The role of each of ``num_groups`` groups, by the share ``fractions`` gives each role.

@@ -17,19 +17,17 @@ and returns vocabulary log-probs only at the positions a loss needs, so span-res
   divergences between packed log-prob rows (:func:`forward_kl_clip_scale`: the factor a clipped forward KL applies);
 - :func:`geometric_interpolation`: a target between two distributions, by mixing their logits;
 - :func:`relative_positions`, :func:`position_weights`, :func:`returns_to_go`: per-token weights over packed rows;
-- :class:`Snapshot`: a frozen copy of the policy updated as an EMA or by periodic copies (``ctx.update_snapshot``);
 - :func:`check_teacher_settings`: the config check of the keys these plugins share (teacher, temperature, top_k).
 """
 
 from __future__ import annotations
 
-import copy
-import string
 from typing import TYPE_CHECKING
 
 import torch
 
 from stackrl.errors import ConfigError, StackrlError
+from stackrl.plugin import template_fields
 
 if TYPE_CHECKING:
     from stackrl.context import LossContext, Rollout
@@ -45,11 +43,6 @@ WORKED_SOLUTION_TEMPLATE = (
     "With that solution in mind, solve the problem above yourself, step by step, and put your final answer "
     "within \\boxed{{}}.\n"
 )
-
-
-def template_fields(template: str) -> list[str]:
-    """The ``{field}`` names a template uses."""
-    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
 
 
 def teacher_prompts(prompts: list, columns: dict[str, list], template: str, *, where: str = "teacher") -> list:
@@ -89,7 +82,7 @@ def privileged_rows(rollout: Rollout, *templates: str, columns=()) -> list[int]:
 
     Rows without an answer are legitimate: a plugin adds them to the pool label-free (self-instruction), or trains
     on self-supervised tasks (MR-RLVR's first stage). Such a row has no privileged signal, so the methods on this
-    block and on :mod:`stackrl.tokensignals` leave it as plain GRPO: no teacher context, no token signal, no
+    block and on :mod:`stackrl.blocks.tokensignals` leave it as plain GRPO: no teacher context, no token signal, no
     distillation term. A rollout without the answer column at all (a ``data.label_free`` run) has no answer to
     check; its columns alone decide. A field that is no column (``{prompt}``, a derived field) is left to the
     template.
@@ -356,47 +349,3 @@ def returns_to_go(values: torch.Tensor, lengths: list[int], *, include_current: 
         total = row.flip(0).cumsum(0).flip(0)
         out.append(total if include_current else total - row)
     return torch.cat(out) if out else values.clone()
-
-
-# -- snapshots of the policy -----------------------------------------------------------------------------------------
-
-
-class Snapshot:
-    """A frozen copy of a model, moved toward the live one by ``update(decay)``: an EMA, or a periodic copy.
-
-    Frozen parameters (a LoRA model's base weights, quantized weights) are shared with the live model rather
-    than copied, so a snapshot of a LoRA policy costs only the adapter's memory.
-    """
-
-    def __init__(self, live: torch.nn.Module):
-        shared = {id(p): p for p in live.parameters() if not p.requires_grad}
-        self.model = copy.deepcopy(live, memo=shared)
-        for module in self.model.modules():
-            # A forward set on the instance is a patch whose closure may call the live model's forward (TRL's
-            # fused LM head does): the copy runs its class's own forward.
-            module.__dict__.pop("forward", None)
-        self.model.train(False)
-        # The copied weights, by name: what an update moves, a checkpoint saves and a restore copies back.
-        self.own = {n: p for n, p in self.model.named_parameters() if id(p) not in shared}
-        for p in self.own.values():
-            p.requires_grad_(False)
-        self.checkpointed = False  # saved in checkpoints (update_snapshot(..., checkpoint=True))
-
-    @torch.no_grad()
-    def update(self, live: torch.nn.Module, decay: float) -> None:
-        """``snapshot <- decay * snapshot + (1 - decay) * live`` for every parameter not shared; 0 copies."""
-        if not 0.0 <= decay < 1.0:
-            raise StackrlError(f"update_snapshot: decay must lie in [0, 1), not {decay}")
-        for own, current in zip(self.model.parameters(), live.parameters(), strict=True):
-            if own is not current:
-                own.lerp_(current.detach().to(own.dtype), 1.0 - decay)
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().cpu().clone() for n, p in self.own.items()}
-
-    @torch.no_grad()
-    def load_state_dict(self, state: dict[str, torch.Tensor], where: str) -> None:
-        if set(state) != set(self.own):
-            raise StackrlError(f"{where}: the saved snapshot's weights do not match this run's model")
-        for n, p in self.own.items():
-            p.copy_(state[n])
