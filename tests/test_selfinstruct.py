@@ -15,12 +15,12 @@ from stackrl.blocks.selfinstruct import (
     SelfInstructSettings,
     SimilarityIndex,
     lcs_length,
-    parse_problems,
     review,
     rouge_l,
     rouge_tokens,
     rule_rejection,
 )
+from stackrl.tasks.posing import parse_problems
 
 SETTINGS = SelfInstructSettings()
 

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from stackrl.errors import ConfigError, PluginError
+from stackrl.tasks.posing import REQUEST, parse_problems, request_text
 
 REJECTIONS = ("length", "banned", "form", "similar")  # why a written problem is refused, in the order checked
 
@@ -31,7 +32,6 @@ BANNED_WORDS = ["image", "images", "graph", "graphs", "picture", "pictures", "fi
 
 SYSTEM_PROMPT = ("You write practice problems for students of mathematics. Write new problems of your own only; "
                  "do not solve them.")
-REQUEST = "Continue this list of problems with new ones, one problem per number:\n"
 
 
 # -- ROUGE-L ----------------------------------------------------------------------------------------------------------
@@ -71,23 +71,6 @@ def rouge_l(candidate, reference) -> float:
 
 
 # -- reading and reviewing written problems ----------------------------------------------------------------------------
-
-_ITEM = re.compile(r"(?:^|\n)[ \t]*\d+\.(?:\s+|$)")  # a numbered item's start: "7. " at the start of a line
-
-
-def parse_problems(text: str, continued: bool) -> list[str]:
-    """The problems of a numbered list, each with its whitespace collapsed to single spaces.
-
-    An item runs from its number ("7. " at a line start) to the next number or the end. With ``continued`` the
-    request ended with the next item's number, so the text before the first number is that item.
-    """
-    starts = list(_ITEM.finditer(text))
-    ends = [m.start() for m in starts[1:]] + [len(text)]
-    items = [text[m.end() : end] for m, end in zip(starts, ends)]
-    if continued:
-        items.insert(0, text[: starts[0].start()] if starts else text)
-    return [problem for problem in (" ".join(item.split()) for item in items) if problem]
-
 
 def rule_rejection(problem: str, settings: SelfInstructSettings) -> str | None:
     """Why the rules refuse ``problem`` (a name of :data:`REJECTIONS` other than ``similar``), or ``None``."""
@@ -143,14 +126,6 @@ def review(problems: list[str], known: SimilarityIndex, settings: SelfInstructSe
         else:
             rejected[reason] += 1
     return kept, rejected
-
-
-def request_text(problems: list[str], request: str = REQUEST) -> str:
-    """``request``, then ``problems`` as a numbered list (whitespace collapsed, a trailing colon dropped), then the
-    next number: the text a written problem continues. The built-in model learned to pose problems from it
-    (``stackrl/arith-skills``, with no system prompt)."""
-    listed = "".join(f"{n}. {' '.join(problem.split()).rstrip(':')}\n" for n, problem in enumerate(problems, 1))
-    return f"{request}{listed}{len(problems) + 1}."
 
 
 # -- the round ------------------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ judging an attempt, retrying after one (:mod:`stackrl.tasks.roles`; "repair": at
 the time for a judge, three times in four for a retry; "redo": a retry after one of those sampled wrong attempts,
 the problem's solution the target), retrying after a wrong attempt and a perfect check of it ("recheck") or after
 two attempts, one wrong ("debate"), posing two new problems after a list of training questions ("pose", the
-request of :func:`stackrl.blocks.selfinstruct.request_text`), a judge reply cut before one of its marks with the mark as
+request of :func:`stackrl.tasks.posing.request_text`), a judge reply cut before one of its marks with the mark as
 target, and the compare drill again. The loss is a mean over examples, so a one-word target weighs as much as a reply. The rate is constant after warmup, so
 the snapshot a run saves at step k (``--save-every``) is the model a run with ``--skills-steps k`` makes. Every
 checkpoint written carries ``stackrl_pretrain.json``: its settings, the hash of the recipe (:func:`recipe_hash`),
@@ -241,11 +241,11 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
     as ``_SLIPPED`` says), "redo" (a retry after one of ``misses``, the (question, wrong attempt, solution) triples
     of :func:`_misses`), "recheck" (a retry after a wrong attempt and its check, :func:`_wrong_attempt`), "debate"
     (a retry after two attempts, a wrong one and, half the time, a right one, in either order), "pose" (2 to 6
-    training questions listed as :func:`stackrl.blocks.selfinstruct.request_text` lists them, continued by two new
+    training questions listed as :func:`stackrl.tasks.posing.request_text` lists them, continued by two new
     problems of any category), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a
     check line's two numbers alone, 1 to 3 digits, the second slipped half the time, and its mark) and "read" (a
     reference solution, spoiled, before the question, as in phase 2)."""
-    from stackrl.blocks.selfinstruct import request_text
+    from stackrl.tasks.posing import request_text
     from stackrl.tasks.arithmetic import CATEGORIES, make_problem, reference_prompt
     from stackrl.tasks.roles import (
         _SLIPS, checked_retry_prompt, compare_line, judge_prompt, judge_reply, retry_prompt, slip,
@@ -386,7 +386,7 @@ _RECIPE = (
     "stackrl.tasks.pretrain:_wrong_attempt",
     "stackrl.tasks.pretrain:_well_formed",
     "stackrl.tasks.roles:checked_retry_prompt",
-    "stackrl.blocks.selfinstruct:request_text",
+    "stackrl.tasks.posing:request_text",
     "stackrl.tasks.pretrain:_misses",
     "stackrl.tasks.pretrain:generate",
     "stackrl.tasks.pretrain:_mark_cut",

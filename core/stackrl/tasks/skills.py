@@ -12,7 +12,7 @@ script that makes the built-in models (:mod:`stackrl.tasks.pretrain`); generatin
   retrying after a critique.
 - debate: a retry after two of the model's own attempts; ``given_a_right`` is the share of replies that are right
   where at least one attempt shown is, beside ``copy_baseline``, what copying a shown attempt at random scores there.
-- pose: the problems written in reply to :func:`~stackrl.blocks.selfinstruct.request_text` requests, read with
+- pose: the problems written in reply to :func:`~stackrl.tasks.posing.request_text` requests, read with
   :func:`~stackrl.tasks.arithmetic.read_problem`: the shares that are the task's questions, of one of its
   categories, distinct, and not among the examples shown.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 
+from stackrl.tasks.posing import parse_problems, request_text
 from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, parse_verdict, retry_prompt, slip
 
 __all__ = [
@@ -128,8 +129,6 @@ POSE_EXAMPLES = 4  # questions a pose request lists
 def pose_requests(questions: list[str]) -> tuple[list[str], list[list[str]]]:
     """Requests to pose problems, each listing the next :data:`POSE_EXAMPLES` of ``questions``, and the questions
     each shows (stripped, as :func:`pose_figures` compares them)."""
-    from stackrl.blocks.selfinstruct import request_text
-
     shown = [[q.strip() for q in questions[i : i + POSE_EXAMPLES]] for i in range(0, len(questions), POSE_EXAMPLES)]
     return [request_text(examples) for examples in shown], shown
 
@@ -139,7 +138,6 @@ def pose_figures(replies: list[str], shown: list[list[str]]) -> dict:
     questions: ``per_request`` problems on average, and the shares of them that are ``questions`` of the task,
     ``in_category`` (of one of its categories), ``distinct`` among those questions and ``new`` (none of the
     questions its request showed); ``by_category`` counts the questions."""
-    from stackrl.blocks.selfinstruct import parse_problems
     from stackrl.tasks.arithmetic import CATEGORIES, read_problem
 
     written = [(problem, examples) for reply, examples in zip(replies, shown)
