@@ -1,7 +1,8 @@
-"""docs/hooks.md and the hook specs must agree: names, signatures, order and kind of every hook.
+"""docs/hooks.md and the hook specs must agree: names, signatures, order and kind of every hook; and
+docs/architecture.md has a section for each module of the package and for nothing else.
 
-``doc_problems(doc_text)`` lists every disagreement; the tests assert it finds none in the real page, and that it
-does find the breakage planted in altered copies of the page.
+``doc_problems(doc_text)`` and ``architecture_problems(text)`` list every disagreement; the tests assert they find
+none in the real pages, and that they do find the breakage planted in altered copies of the pages.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+import stackrl
 from stackrl import hookspecs
 from stackrl.manager import EXCLUSIVE_HOOKS, HOOKS
 from stackrl.policy import PolicyAccess
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "hooks.md"
+ARCHITECTURE = DOC.with_name("architecture.md")
 KINDS = ("chained", "collected", "exclusive", "notified")
 
 # "### `name(args)`": a hook's section. Dotted names (`ctx.score(...)`) and names without arguments are other
@@ -197,3 +200,41 @@ def test_catches_a_stale_capability_signature(doc_text):
     assert broken != doc_text
     problems = _only_new(broken, doc_text)
     assert any(p.startswith("docs: ctx.score is documented as") for p in problems), problems
+
+
+# -- docs/architecture.md ----------------------------------------------------------------------------------------------
+
+# "### `stackrl.blocks.teacher`": a module's section.
+MODULE_HEADING = re.compile(r"^#{2,4} `(stackrl(?:\.\w+)*)`\s*$", re.MULTILINE)
+
+
+def package_modules() -> set[str]:
+    """The dotted name of every module of the package, a package named as its ``__init__``'s module."""
+    root = Path(stackrl.__file__).resolve().parent
+    parts = (("stackrl", *path.relative_to(root).with_suffix("").parts) for path in root.rglob("*.py"))
+    return {".".join(p[:-1] if p[-1] == "__init__" else p) for p in parts}
+
+
+def architecture_problems(text: str) -> list[str]:
+    named, modules = set(MODULE_HEADING.findall(text)), package_modules()
+    return [f"docs/architecture.md: no section for the module {m}" for m in sorted(modules - named)] + [
+        f"docs/architecture.md: the section {m} names no module of the package" for m in sorted(named - modules)
+    ]
+
+
+@pytest.fixture(scope="module")
+def architecture_text() -> str:
+    return ARCHITECTURE.read_text(encoding="utf-8")
+
+
+def test_architecture_names_every_module(architecture_text):
+    assert architecture_problems(architecture_text) == []
+
+
+def test_architecture_catches_a_missing_and_a_stale_module(architecture_text):
+    broken = architecture_text.replace("### `stackrl.blocks.kl`", "### `stackrl.kl`", 1)
+    assert broken != architecture_text
+    assert architecture_problems(broken) == [
+        "docs/architecture.md: no section for the module stackrl.blocks.kl",
+        "docs/architecture.md: the section stackrl.kl names no module of the package",
+    ]
