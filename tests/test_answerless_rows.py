@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from stackrl import LossContext, StepContext
+from stackrl.blocks.tokensignals import per_token
 from stackrl.manager import installed_plugins
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, written_rollout
-from stackrl.blocks.tokensignals import per_token
 
 ANSWERED, ANSWERLESS = [0, 1], [2, 3]
 

@@ -3,8 +3,8 @@ first value when asked, stays closed when latched, and its state round-trips."""
 
 import pytest
 
-from stackrl.errors import StackrlError
 from stackrl.blocks.tokensignals import CollapseGate
+from stackrl.errors import StackrlError
 
 
 def test_an_absolute_gate_closes_at_the_first_value_below_its_threshold_and_stays_closed():

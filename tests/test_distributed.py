@@ -103,9 +103,9 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                 },
             },
         },
-        # Multi-turn trajectories (stackrl.blocks.turns) sampled turn by turn through ctx.generate from token ids, split over
-        # the processes: score's two attempts and pag's answer, check and revision. Greedy, so the rollout and the
-        # rewards must be those of one process.
+        # Multi-turn trajectories (stackrl.blocks.turns) sampled turn by turn through ctx.generate from token ids,
+        # split over the processes: score's two attempts and pag's answer, check and revision. Greedy, so the rollout
+        # and the rewards must be those of one process.
         **{
             name: {
                 "name": name,

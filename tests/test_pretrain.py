@@ -121,8 +121,8 @@ def test_a_pose_example_lists_training_questions_and_continues_with_two_new_prob
 
     from transformers import AutoTokenizer
 
-    from stackrl.tasks.posing import parse_problems, request_text
     from stackrl.tasks.arithmetic import make_dataset, read_problem
+    from stackrl.tasks.posing import parse_problems, request_text
     from stackrl.tasks.pretrain import _skills_batches
 
     tokenizer = AutoTokenizer.from_pretrained(arith_tiny_path())

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from stackrl import PluginError
-from stackrl.errors import ConfigError
 from stackrl.blocks.roles import (
     assign_roles,
     broadcast_segments,
@@ -23,6 +22,7 @@ from stackrl.blocks.roles import (
     split_steps,
     uniform_reset,
 )
+from stackrl.errors import ConfigError
 from stackrl.testing.fixtures import train_steps
 from stackrl.trainer import StackTrainer
 

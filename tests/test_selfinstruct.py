@@ -6,10 +6,6 @@ import random
 import pytest
 from datasets import Dataset
 
-from stackrl.config import DataSection
-from stackrl.data import format_prompt
-from stackrl.errors import ConfigError, PluginError
-from stackrl.pool import POOL_ROW, Pool, PoolAccess
 from stackrl.blocks.selfinstruct import (
     SelfInstruct,
     SelfInstructSettings,
@@ -20,6 +16,10 @@ from stackrl.blocks.selfinstruct import (
     rouge_tokens,
     rule_rejection,
 )
+from stackrl.config import DataSection
+from stackrl.data import format_prompt
+from stackrl.errors import ConfigError, PluginError
+from stackrl.pool import POOL_ROW, Pool, PoolAccess
 from stackrl.tasks.posing import parse_problems
 
 SETTINGS = SelfInstructSettings()

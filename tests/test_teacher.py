@@ -8,8 +8,6 @@ import pytest
 import torch
 
 from stackrl import ConfigError, Rollout, StackrlError
-from stackrl.policy import _SNAPSHOTS, PolicyAccess
-from stackrl.run import build_trainer
 from stackrl.blocks.teacher import (
     check_teacher_settings,
     forward_kl,
@@ -27,6 +25,8 @@ from stackrl.blocks.teacher import (
     student_and_teacher,
     teacher_prompts,
 )
+from stackrl.policy import _SNAPSHOTS, PolicyAccess
+from stackrl.run import build_trainer
 
 CONTEXTS = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
 CONTINUATIONS = [[20, 21], [22, 23, 24, 25], [26]]

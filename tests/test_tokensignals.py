@@ -7,9 +7,6 @@ import pytest
 import torch
 
 from stackrl import AdvantageContext, LossContext, PluginError, Rollout, StackrlError
-from stackrl.policy import PolicyAccess
-from stackrl.run import build_trainer
-from stackrl.testing.repository import load_script
 from stackrl.blocks.tokensignals import (
     REFERENCE,
     STUDENT,
@@ -28,6 +25,9 @@ from stackrl.blocks.tokensignals import (
     reweight,
     route,
 )
+from stackrl.policy import PolicyAccess
+from stackrl.run import build_trainer
+from stackrl.testing.repository import load_script
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
 

@@ -1,4 +1,5 @@
-"""Several turns in one completion (stackrl.blocks.turns), generation from token ids, and a KL on chosen tokens (stackrl.blocks.kl)."""
+"""Several turns in one completion (stackrl.blocks.turns), generation from token ids, and a KL on chosen tokens
+(stackrl.blocks.kl)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import torch
 
 from stackrl import PluginError
 from stackrl.blocks.kl import reference_kl
-from stackrl.run import build_trainer
 from stackrl.blocks.turns import Segment, Trajectory, packed_samples, segment_advantages, transitions
+from stackrl.run import build_trainer
 
 EOS = 9
 

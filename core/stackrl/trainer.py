@@ -53,8 +53,7 @@ from stackrl.manager import PluginManager
 from stackrl.policy import PolicyAccess, snapshots_of
 from stackrl.policy_ops import PHASE_PREFIX, supervised_phase
 from stackrl.pool import POOL_ROW, POOL_STATE_FILE, Pool, added_file
-from stackrl.rewards import OUTCOME_REWARDS
-from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES
+from stackrl.rewards import OUTCOME_REWARDS, ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
 from stackrl.truth import TRUTH_COLUMN, truth_figures
 from stackrl.weights import reward_schedules

@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 import torch
 
+from stackrl.blocks.roles import broadcast_segments
 from stackrl.context import Samples
 from stackrl.errors import PluginError
-from stackrl.blocks.roles import broadcast_segments
 
 SEGMENTS_COLUMN = "segments"  # column: each row's generated segments, a list of Segment
 

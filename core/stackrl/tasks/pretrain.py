@@ -245,8 +245,8 @@ def _skills_batches(tokenizer, train, rng: random.Random, batch_size: int, mix: 
     problems of any category), "mark" (a judge reply cut before one mark, that mark the target), "compare" (a
     check line's two numbers alone, 1 to 3 digits, the second slipped half the time, and its mark) and "read" (a
     reference solution, spoiled, before the question, as in phase 2)."""
-    from stackrl.tasks.posing import request_text
     from stackrl.tasks.arithmetic import CATEGORIES, make_problem, reference_prompt
+    from stackrl.tasks.posing import request_text
     from stackrl.tasks.roles import (
         _SLIPS, checked_retry_prompt, compare_line, judge_prompt, judge_reply, retry_prompt, slip,
     )

@@ -27,8 +27,7 @@ from pathlib import Path
 import torch
 
 from stackrl.context import Rollout
-from stackrl.rewards import exact_match
-from stackrl.rewards import ROLE_COLUMN, VERIFY
+from stackrl.rewards import ROLE_COLUMN, VERIFY, exact_match
 from stackrl.tasks import parse_verdict
 from stackrl.tasks.roles import VERDICT_PREFIX, WRONG, judge_reply
 from stackrl.truth import auroc

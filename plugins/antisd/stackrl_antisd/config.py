@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.blocks.teacher import check_teacher_settings
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 
 
 FORMS = ("advantage", "loss")

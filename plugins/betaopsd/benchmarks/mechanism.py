@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
+from stackrl.blocks.teacher import reverse_kl, score_student, student_and_teacher
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.blocks.teacher import reverse_kl, score_student, student_and_teacher
 from stackrl.testing.heldout import greedy_accuracy, heldout_rollout
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "betaopsd-cpu.yaml"

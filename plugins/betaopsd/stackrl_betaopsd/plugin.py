@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, Rollout, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, distilled, geometric_interpolation, score_student, student_and_teacher
+from stackrl.blocks.teacher import (
+    check_teacher_run,
+    distilled,
+    geometric_interpolation,
+    score_student,
+    student_and_teacher,
+)
 from stackrl_betaopsd.config import BetaOpsdConfig, check
 from stackrl_betaopsd.loss import trajectory_divergence
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from stackrl import ConfigError, LossContext, Rollout
+from stackrl.blocks.teacher import forward_kl, reverse_kl, teacher_prompts
 from stackrl.policy import _SNAPSHOTS
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.blocks.teacher import forward_kl, reverse_kl, teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import completion_logits, written_rollout

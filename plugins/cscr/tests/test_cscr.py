@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from stackrl import ConfigError
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
 from stackrl.testing.repository import load_script
-from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 from stackrl_cscr import Cscr, CscrConfig, sensitivity
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
+from stackrl.blocks.teacher import generalized_jsd, student_and_teacher
+from stackrl.blocks.tokensignals import entropy_and_topk_mass
 from stackrl.config import load_config
 from stackrl.run import build_trainer
-from stackrl.blocks.teacher import generalized_jsd, student_and_teacher
 from stackrl.testing.heldout import greedy_accuracy, heldout_rollout
-from stackrl.blocks.tokensignals import entropy_and_topk_mass
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "dasd-cpu.yaml"
 LOSS_FORM = ["dasd.form=loss", "rewards.exact_match=0.0"]

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.blocks.teacher import check_teacher_settings
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 
 ENTROPY_OF = ("student", "teacher")
 THRESHOLD_KINDS = ("quantile", "fixed")

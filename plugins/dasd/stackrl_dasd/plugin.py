@@ -7,7 +7,14 @@ import torch
 
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.teacher import check_teacher_run, generalized_jsd, privileged_student_and_teacher
-from stackrl.blocks.tokensignals import STUDENT, SignalContext, TokenSignals, acted_on_tokens, entropy_and_topk_mass, per_token
+from stackrl.blocks.tokensignals import (
+    STUDENT,
+    SignalContext,
+    TokenSignals,
+    acted_on_tokens,
+    entropy_and_topk_mass,
+    per_token,
+)
 from stackrl_dasd.config import DasdConfig, check
 
 

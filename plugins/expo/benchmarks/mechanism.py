@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
+from stackrl.blocks.roles import split_steps
 from stackrl.config import load_config
 from stackrl.rewards import exact_match
-from stackrl.blocks.roles import split_steps
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import make_dataset
 from stackrl.testing.heldout import against_grpo

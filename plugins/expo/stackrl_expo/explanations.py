@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from stackrl import Generation, PluginError
 from stackrl.answers import equivalent
-from stackrl.rewards import extract_answer
 from stackrl.blocks.teacher import teacher_prompts
+from stackrl.rewards import extract_answer
 from stackrl_expo.config import ExpoConfig
 
 

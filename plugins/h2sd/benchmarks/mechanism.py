@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 from stackrl.config import load_config
 from stackrl.run import build_trainer
 from stackrl.testing.heldout import (
@@ -26,7 +27,6 @@ from stackrl.testing.heldout import (
     train_and_measure,
     without_plugins,
 )
-from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "h2sd-cpu.yaml"
 

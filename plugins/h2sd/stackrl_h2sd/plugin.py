@@ -9,11 +9,11 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.blocks.teacher import (
     check_teacher_run, check_teacher_settings, privileged_rows, reverse_kl, score_student, score_teacher,
 )
 from stackrl.blocks.tokensignals import SignalContext, TokenSignals, magnitude_weights, per_token, reallocate, route
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 
 
 
@@ -31,7 +31,8 @@ class H2sdConfig:
     # hindsight teacher, normalised to mean 1 per rollout (normalize: false keeps the raw exponentials).
     clip: float = 2.0
     normalize: bool = True
-    # Failed rollouts: bound each position's reverse-KL push on any logit (stackrl.blocks.teacher.reverse_kl); null: none.
+    # Failed rollouts: bound each position's reverse-KL push on any logit (stackrl.blocks.teacher.reverse_kl);
+    # null: none.
     kl_clip: Optional[float] = None
     # What counts as a correct rollout.
     correct_reward: str = "exact_match"

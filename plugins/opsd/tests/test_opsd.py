@@ -8,11 +8,11 @@ import torch
 from transformers import TrainerCallback
 
 from stackrl import ConfigError, Rollout
+from stackrl.blocks.teacher import teacher_prompts
 from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.blocks.teacher import teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import completion_logits

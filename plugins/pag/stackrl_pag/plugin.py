@@ -10,9 +10,17 @@ answer it checked; each segment's tokens get that reward's advantage against the
 from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
+from stackrl.blocks.turns import (
+    SEGMENTS_COLUMN,
+    first_turn,
+    generate_turn,
+    packed_samples,
+    segment_advantages,
+    segments_of,
+    transitions,
+)
 from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.tasks import parse_verdict
-from stackrl.blocks.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
 from stackrl_pag.config import PagConfig
 from stackrl_pag.rewards import ANSWER, VERIFY, segment_rewards, verifier_figures
 

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from stackrl import ConfigError
+from stackrl.blocks.turns import segment_advantages
 from stackrl.rewards import exact_match
 from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION, parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
-from stackrl.blocks.turns import segment_advantages
 from stackrl_pag import PagConfig, segment_rewards, verifier_figures
 
 A, V = "answer", "verify"

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
+from stackrl.blocks.teacher import relative_positions, teacher_prompts
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 from stackrl.config import load_config
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
-from stackrl.blocks.teacher import relative_positions, teacher_prompts
 from stackrl.testing.heldout import heldout_rollout
-from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 from stackrl.truth import auroc
 
 CHUNK = 512  # continuations generated per call

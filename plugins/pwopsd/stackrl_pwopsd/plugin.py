@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from stackrl import Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, forward_kl, forward_kl_clip_scale, position_weights, privileged_student_and_teacher
+from stackrl.blocks.teacher import (
+    check_teacher_run,
+    forward_kl,
+    forward_kl_clip_scale,
+    position_weights,
+    privileged_student_and_teacher,
+)
 from stackrl_pwopsd.config import PwOpsdConfig, check
 
 

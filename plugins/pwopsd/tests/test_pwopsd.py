@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from stackrl import ConfigError, Rollout
+from stackrl.blocks.teacher import student_and_teacher, teacher_prompts
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.blocks.teacher import student_and_teacher, teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import completion_logits, written_rollout
 from stackrl_pwopsd import PwOpsd, PwOpsdConfig, weighted_divergence

@@ -10,9 +10,8 @@ share a baseline.
 from __future__ import annotations
 
 from stackrl import ConfigError, Plugin, Samples, hookimpl
-from stackrl.rewards import reference_answers
 from stackrl.blocks.roles import assign_roles, first_turns, rows_of_groups, text_prompt
-from stackrl.rewards import ROLE_COLUMN, SOLVE, VERIFY
+from stackrl.rewards import ROLE_COLUMN, SOLVE, VERIFY, reference_answers
 from stackrl.tasks import judge_prompt, parse_verdict
 from stackrl_rise.config import RiseConfig
 from stackrl_rise.scores import critique_score, solution_score

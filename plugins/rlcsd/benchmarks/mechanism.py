@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 from stackrl.config import load_config
 from stackrl.run import build_trainer
 from stackrl.testing.benchmark import diagnosed
 from stackrl.testing.heldout import advantage_context, heldout_rollout, line_index
-from stackrl.blocks.tokensignals import SignalContext, TokenSignals
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rlcsd-cpu.yaml"
 

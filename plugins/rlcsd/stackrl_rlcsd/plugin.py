@@ -9,7 +9,14 @@ import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
 from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings, privileged_rows
-from stackrl.blocks.tokensignals import SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate
+from stackrl.blocks.tokensignals import (
+    SignalContext,
+    TokenSignals,
+    acted_on_tokens,
+    magnitude_weights,
+    per_token,
+    reallocate,
+)
 from stackrl.blocks.tokensignals.contexts import WRONG_SIBLINGS
 
 MODES = ("residual", "additive", "magnitude")

@@ -14,11 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals, magnitude_weights, reallocate
 from stackrl.config import load_config
 from stackrl.run import build_trainer
 from stackrl.testing.benchmark import diagnosed
 from stackrl.testing.heldout import advantage_context, heldout_rollout
-from stackrl.blocks.tokensignals import SignalContext, TokenSignals, magnitude_weights, reallocate
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rlrt-cpu.yaml"
 

@@ -8,11 +8,11 @@ from typing import Optional
 import torch
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings
 from stackrl.blocks.tokensignals import (
     SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reweight, route,
 )
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 
 INCORRECT = ("grpo", "rlsd")
 CREDIT = ("add", "reallocate")

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from stackrl import ConfigError, Rollout
+from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
 from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import advantage_context, against_grpo
 from stackrl.testing.repository import load_script
-from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
 from stackrl_rlrt import Rlrt, RlrtConfig
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings
 from stackrl.blocks.tokensignals import (
     SignalContext, TokenSignals, acted_on_tokens, bounded_weights, linear_decay, magnitude_weights, mixed, reweight,
 )
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 
 FORMS = ("exponential", "bounded")
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from stackrl import ConfigError
+from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
 from stackrl.testing.repository import load_script
-from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
 from stackrl_rlsd import Rlsd, RlsdConfig
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"

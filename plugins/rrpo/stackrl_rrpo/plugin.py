@@ -14,11 +14,7 @@ import random
 import torch
 
 from stackrl import Plugin, Samples, hookimpl
-from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.blocks.roles import (
-    RESET,
-    ROLE_COLUMN,
-    SOLVE,
     assign_roles,
     first_turns,
     reset_prompt,
@@ -27,8 +23,9 @@ from stackrl.blocks.roles import (
     text_prompt,
     uniform_reset,
 )
-from stackrl_rrpo.config import RrpoConfig
+from stackrl.rewards import OUTCOME_REWARDS, RESET, ROLE_COLUMN, SOLVE, reference_answers
 from stackrl.tasks import judge_prompt
+from stackrl_rrpo.config import RrpoConfig
 from stackrl_rrpo.resets import first_wrong_line, judged_wrong_step
 
 CHOOSERS = {"random": uniform_reset, "oracle": first_wrong_line}

@@ -10,9 +10,8 @@ succeed has nothing to reflect on: it is sampled as usual and kept out of the lo
 from __future__ import annotations
 
 from stackrl import Plugin, Samples, hookimpl
-from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.blocks.roles import first_turns, rows_of_groups, text_prompt
-from stackrl.rewards import REFLECT, ROLE_COLUMN, SOLVE
+from stackrl.rewards import OUTCOME_REWARDS, REFLECT, ROLE_COLUMN, SOLVE, reference_answers
 from stackrl_rrr.config import RrrConfig
 
 RETRY_CORRECT = "retry_correct"  # column: whether the retry after this row's reflection is right (None: no retry)

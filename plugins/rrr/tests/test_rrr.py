@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from stackrl import ConfigError, Rollout
-from stackrl.rewards import exact_match
-from stackrl.rewards import REFLECT, SOLVE
+from stackrl.rewards import REFLECT, SOLVE, exact_match
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_rrr import Rrr, RrrConfig

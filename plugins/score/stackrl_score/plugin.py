@@ -12,8 +12,16 @@ from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.kl import reference_kl
+from stackrl.blocks.turns import (
+    SEGMENTS_COLUMN,
+    first_turn,
+    generate_turn,
+    packed_samples,
+    segment_advantages,
+    segments_of,
+    transitions,
+)
 from stackrl.rewards import OUTCOME_REWARDS, reference_answers
-from stackrl.blocks.turns import SEGMENTS_COLUMN, first_turn, generate_turn, packed_samples, segment_advantages, segments_of, transitions
 from stackrl_score.config import ScoreConfig
 from stackrl_score.rewards import attempt_rewards
 

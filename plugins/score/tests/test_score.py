@@ -7,11 +7,11 @@ import torch
 import yaml
 
 from stackrl import ConfigError
+from stackrl.blocks.turns import segment_advantages
 from stackrl.rewards import exact_match
 from stackrl.tasks import RETRY_INSTRUCTION
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
-from stackrl.blocks.turns import segment_advantages
 from stackrl_score import ScoreConfig, attempt_rewards
 
 SKILLS = {"name_or_path": "stackrl/arith-skills"}

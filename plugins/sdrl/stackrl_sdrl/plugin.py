@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from stackrl import ConfigError, Plugin, Samples, hookimpl
 from stackrl.answers import extractor_of
-from stackrl.rewards import OUTCOME_REWARDS, reference_answers
 from stackrl.blocks.roles import assign_roles, first_turns, rows_of_groups, text_prompt
-from stackrl.rewards import RETRY, ROLE_COLUMN, SOLVE
 from stackrl.blocks.turns import Segment, segment_advantages
+from stackrl.rewards import OUTCOME_REWARDS, RETRY, ROLE_COLUMN, SOLVE, reference_answers
 from stackrl_sdrl.config import SdrlConfig
 from stackrl_sdrl.debate import debate_prompt, diverse_candidates
 

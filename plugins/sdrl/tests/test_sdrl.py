@@ -6,8 +6,7 @@ import torch
 from stackrl import ConfigError
 from stackrl.answers import make_extractor
 from stackrl.errors import PluginHookError
-from stackrl.rewards import exact_match, extract_answer
-from stackrl.rewards import RETRY, SOLVE
+from stackrl.rewards import RETRY, SOLVE, exact_match, extract_answer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_sdrl import SdrlConfig, debate_prompt, diverse_candidates

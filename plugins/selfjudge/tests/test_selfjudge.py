@@ -13,8 +13,8 @@ from stackrl.blocks.judges import Mode, parse_judgement
 from stackrl.run import build_trainer
 from stackrl.tasks import JUDGE_TEMPLATE, arith_tiny_path
 from stackrl.tasks.arithmetic import read_problem
-from stackrl.testing.fixtures import DrawnGroups
 from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import DrawnGroups
 from stackrl.testing.heldout import written_rollout
 from stackrl.testing.judging import JudgingMechanism
 from stackrl.testing.scripted import script_problems

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from stackrl import ConfigError, PluginError, Rollout
+from stackrl.blocks.teacher import forward_kl, reverse_kl, score_student, score_teacher, teacher_prompts
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.blocks.teacher import forward_kl, reverse_kl, score_student, score_teacher, teacher_prompts
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl_trace import (

@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stackrl.blocks.teacher import privileged_rows, teacher_prompts
 from stackrl.errors import PluginError
+from stackrl.plugin import template_fields
 from stackrl.rewards import exact_match, extract_answer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-from stackrl.blocks.teacher import privileged_rows, teacher_prompts
-from stackrl.plugin import template_fields
 
 if TYPE_CHECKING:
     from stackrl.context import Rollout

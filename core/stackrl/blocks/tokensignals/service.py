@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from stackrl.context import LossContext
 from stackrl.blocks.tokensignals.contexts import STUDENT, SignalContext
 from stackrl.blocks.tokensignals.statistics import entropy_and_topk_mass
+from stackrl.context import LossContext
 
 if TYPE_CHECKING:
     from stackrl.context import Rollout
