@@ -10,7 +10,7 @@ succeed has nothing to reflect on: it is sampled as usual and kept out of the lo
 from __future__ import annotations
 
 from stackrl import Plugin, Samples, hookimpl
-from stackrl.rewards import OUTCOME_REWARDS, reference_answers
+from stackrl.rewards import reference_answers
 from stackrl.roles import REFLECT, ROLE_COLUMN, SOLVE, first_turns, rows_of_groups, text_prompt
 from stackrl_rrr.config import RrrConfig
 
@@ -21,10 +21,6 @@ RETRY = "retry"  # column: the retry's text (None: no retry), to read what the r
 class Rrr(Plugin):
     Config = RrrConfig
     activity = "groups reflected on a failed attempt"
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        self.is_correct = OUTCOME_REWARDS[self.config.metric]
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):
@@ -38,7 +34,7 @@ class Rrr(Plugin):
         for group, tries in attempts.items():
             if answers[group * size] is None:  # without an answer no attempt is known to fail: nothing to reflect on
                 continue
-            text = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
+            text = next((a.text for a in tries if not self.config.is_correct(a.text, answers[group * size])), None)
             if text is not None:
                 failed[group] = text
         group_roles = [REFLECT if g in failed else SOLVE for g in range(groups)]
@@ -60,7 +56,7 @@ class Rrr(Plugin):
         )
         retry_correct, retry_texts = [None] * len(prompts), [None] * len(prompts)
         for i, retry in zip(reflecting, retries):
-            retry_correct[i] = bool(self.is_correct(retry.text, answers[i]))
+            retry_correct[i] = self.config.is_correct(retry.text, answers[i])
             retry_texts[i] = retry.text
         ctx.acted(len(failed), of=groups, hint=f"no group failed any of its rrr.attempts {self.config.attempts}")
         ctx.log("failed_groups", len(failed) / groups)
