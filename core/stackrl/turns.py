@@ -5,19 +5,20 @@ completion is its generated segments and the text injected between them (an inst
 kept out of the loss (``Samples.loss_mask``), and each generated segment is recorded with its kind, turn and token
 span in the column :data:`SEGMENTS_COLUMN`, from which the plugin rewards each segment and gives its tokens their
 own advantage (:func:`segment_advantages`; :func:`rollout_segment_advantages` over a rollout). A method whose
-turns are answers judged in order rewards a row by its final answer (:func:`final_answer_rewards`). Each turn is sampled from the exact tokens before it (prompt, earlier
+turns are judged against the row's reference answer (:func:`judged_segments`) rewards a row by its final answer (:func:`final_answer_rewards`). Each turn is sampled from the exact tokens before it (prompt, earlier
 segments, injected text), so the row trains every segment on the context it was sampled from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
 
 from stackrl.context import Samples
 from stackrl.errors import ConfigError, PluginError
+from stackrl.rewards import reference_answers
 from stackrl.roles import broadcast_segments
 
 SEGMENTS_COLUMN = "segments"  # column: each row's generated segments, a list of Segment
@@ -115,6 +116,13 @@ def segments_of(rollout, *, plugin: str) -> list[list[Segment]]:
             "(set exclusive.generate_rollout: " + plugin + " if another plugin generates)"
         )
     return rollout.columns[SEGMENTS_COLUMN]
+
+
+def judged_segments(rollout, judge: Callable[[Segment, object], object], *, plugin: str, column: str, purpose: str) -> list[list]:
+    """Each row's ``judge(segment, answer)`` of its segments in order, ``answer`` the row's reference answer from
+    ``column``; ``plugin`` and ``purpose`` name a missing column in the error (:func:`stackrl.rewards.reference_answers`)."""
+    answers = reference_answers(rollout.columns, column, plugin=plugin, purpose=purpose)
+    return [[judge(s, answer) for s in segments] for segments, answer in zip(segments_of(rollout, plugin=plugin), answers)]
 
 
 def segment_advantages(

@@ -10,11 +10,11 @@ answer it checked; each segment's tokens get that reward's advantage against the
 from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
-from stackrl.rewards import reference_answers
+from stackrl.plugin import training_only
 from stackrl.tasks import parse_verdict
 from stackrl.turns import (
-    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, packed_samples, rollout_segment_advantages,
-    segments_of, transitions,
+    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
+    rollout_segment_advantages, transitions,
 )
 from stackrl_pag.config import PagConfig
 from stackrl_pag.rewards import ANSWER, VERIFY, segment_rewards, verifier_figures
@@ -40,23 +40,24 @@ def trajectories(prompts: list, ctx, config: PagConfig) -> list:
 
 
 class Pag(Plugin):
+    """The policy as its own generative verifier: it answers, verifies, and revises only what it judged wrong."""
+
     Config = PagConfig
     activity = "completions revised their answer after a 'wrong' verdict"
 
     @hookimpl
+    @training_only
     def generate_rollout(self, prompts, ctx):
-        if not ctx.training:  # held-out evaluation measures plain solving
-            return None
         return packed_samples(trajectories(prompts, ctx, self.config))
 
     def outcomes(self, rollout) -> list[list]:
         """Per row, each segment's outcome: an answer's correctness, a verification's verdict."""
-        answers = reference_answers(rollout.columns, self.config.answer_column, plugin=self.name,
-                                    purpose="judge answers and verdicts against")
-        return [
-            [self.config.is_correct(s.text, answer) if s.kind == ANSWER else parse_verdict(s.text) for s in segments]
-            for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)
-        ]
+
+        def outcome(segment, answer):
+            return self.config.is_correct(segment.text, answer) if segment.kind == ANSWER else parse_verdict(segment.text)
+
+        return judged_segments(rollout, outcome, plugin=self.name, column=self.config.answer_column,
+                               purpose="judge answers and verdicts against")
 
     @hookimpl
     def reward(self, ctx):

@@ -10,6 +10,7 @@ succeed has nothing to reflect on: it is sampled as usual and kept out of the lo
 from __future__ import annotations
 
 from stackrl import Plugin, Samples, hookimpl
+from stackrl.plugin import training_only
 from stackrl.rewards import reference_answers
 from stackrl.roles import REFLECT, ROLE_COLUMN, SOLVE, first_turns, rows_of_groups, text_prompt
 from stackrl_rrr.config import RrrConfig
@@ -22,21 +23,27 @@ class Rrr(Plugin):
     Config = RrrConfig
     activity = "groups reflected on a failed attempt"
 
-    @hookimpl
-    def generate_rollout(self, prompts, ctx):
-        if not ctx.training:  # held-out evaluation measures plain solving
-            return None
+    def failed_attempts(self, prompts, answers: list, ctx) -> dict[int, str]:
+        """Each group's first failed attempt, of the ``attempts`` sampled per group; a group none of whose attempts
+        failed, or without an answer (no attempt is known to fail), has none."""
         size, groups = ctx.group_size, len(prompts) // ctx.group_size
-        answers = reference_answers(ctx.rollout_columns, self.config.answer_column, plugin=self.name,
-                                    purpose="tell failed attempts by")
         attempts = first_turns(prompts, [REFLECT] * groups, {REFLECT}, ctx, samples=self.config.attempts)
-        failed = {}  # group -> its first failed attempt
+        failed = {}
         for group, tries in attempts.items():
-            if answers[group * size] is None:  # without an answer no attempt is known to fail: nothing to reflect on
+            if answers[group * size] is None:
                 continue
             text = next((a.text for a in tries if not self.config.is_correct(a.text, answers[group * size])), None)
             if text is not None:
                 failed[group] = text
+        return failed
+
+    @hookimpl
+    @training_only
+    def generate_rollout(self, prompts, ctx):
+        size, groups = ctx.group_size, len(prompts) // ctx.group_size
+        answers = reference_answers(ctx.rollout_columns, self.config.answer_column, plugin=self.name,
+                                    purpose="tell failed attempts by")
+        failed = self.failed_attempts(prompts, answers, ctx)
         group_roles = [REFLECT if g in failed else SOLVE for g in range(groups)]
         rows = [
             self.config.reflect_template.format(prompt=text_prompt(prompt, role=REFLECT), attempt=failed[i // size])

@@ -11,11 +11,11 @@ plugin's checkpointed state.
 from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
+from stackrl.plugin import training_only
 from stackrl.kl import reference_kl
-from stackrl.rewards import reference_answers
 from stackrl.turns import (
-    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, packed_samples, rollout_segment_advantages,
-    segments_of, transitions,
+    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
+    rollout_segment_advantages, transitions,
 )
 from stackrl_score.config import ScoreConfig
 from stackrl_score.rewards import attempt_rewards
@@ -38,24 +38,14 @@ class Score(Plugin):
         return [run.past_end("score.stage_two_step", self.config.stage_two_step + 1, "stage II trains")]
 
     @hookimpl
+    @training_only
     def generate_rollout(self, prompts, ctx):
-        if not ctx.training:  # held-out evaluation measures plain solving
-            return None
         instruction = ctx.tokenizer(self.config.instruction, add_special_tokens=False)["input_ids"]
         trajectories = first_turn(prompts, ANSWER, ctx)
         for trajectory in trajectories:
             trajectory.inject(instruction)
         generate_turn(trajectories, ANSWER, ctx)
         return packed_samples(trajectories, {STAGE_COLUMN: [self.stage] * len(prompts)})
-
-    def _correct(self, rollout) -> list[tuple[bool, bool]]:
-        """Each row's (first attempt right, second attempt right)."""
-        answers = reference_answers(rollout.columns, self.config.answer_column, plugin=self.name,
-                                    purpose="judge attempts against")
-        return [
-            tuple(self.config.is_correct(s.text, answer) for s in segments)
-            for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)
-        ]
 
     @hookimpl
     def reward(self, ctx):
@@ -76,6 +66,12 @@ class Score(Plugin):
         correct, stages = self._correct(ctx.rollout), ctx.rollout.columns[STAGE_COLUMN]
         values = [attempt_rewards(*c, stage, self.config.bonus) for c, stage in zip(correct, stages)]
         return rollout_segment_advantages(ctx.rollout, values)
+
+    def _correct(self, rollout) -> list[list[bool]]:
+        """Each row's [first attempt right, second attempt right]."""
+        right = lambda segment, answer: self.config.is_correct(segment.text, answer)  # noqa: E731
+        return judged_segments(rollout, right, plugin=self.name, column=self.config.answer_column,
+                               purpose="judge attempts against")
 
     @hookimpl
     def train_begin(self, ctx):
