@@ -131,6 +131,23 @@ def test_a_plugins_answer_settings_are_checked_naming_its_section():
         extractor_of(AnswerSettings(answer_extractor=Extractor.regex, answer_regex="("), "dare")
 
 
+def test_answer_settings_that_name_their_section_are_checked_when_built():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from stackrl import ConfigError
+    from stackrl.answers import AnswerSettings
+
+    @dataclass
+    class Settings(AnswerSettings):
+        section: ClassVar[str] = "mine"
+
+    with pytest.raises(ConfigError, match=r"mine.answer_regex '\(' is not a valid regex"):
+        Settings(answer_extractor=Extractor.regex, answer_regex="(")
+    assert Settings(answer_extractor=Extractor.regex, answer_regex=r"= (\d+)").answer_regex == r"= (\d+)"
+    AnswerSettings(answer_extractor=Extractor.regex)  # no section: checked where it is used, naming the caller's
+
+
 def test_the_run_has_one_answer_format_the_task_declares_or_the_data_sets():
     from stackrl import ConfigError
     from stackrl.config import DataSection

@@ -1,14 +1,19 @@
 """The self-teacher block: teacher prompts, scoring at chosen positions, divergences, snapshots of the policy, and
-the check of the config keys its plugins share."""
+the check of the config keys its plugins share, and the config piece and plugin base that hold them."""
 
 import math
+import re
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 import torch
 
 from stackrl import ConfigError, Rollout, StackrlError
 from stackrl.blocks.teacher import (
+    SelfTeacherPlugin,
+    TeacherSettings,
     check_teacher_settings,
     forward_kl,
     forward_kl_clip_scale,
@@ -335,3 +340,52 @@ def test_check_teacher_settings_names_the_key(settings, teachers, message):
 
 def test_check_teacher_settings_leaves_an_open_teacher_and_a_missing_top_k_alone():
     check_teacher_settings("x", SimpleNamespace(teacher="my_snapshot", temperature=0.7), teachers=None)
+
+
+@dataclass
+class _Settings(TeacherSettings):
+    section: ClassVar[str] = "x"
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"form": ("a", "b")}
+    form: str = "a"
+    weight: float = 1.0
+    first_template: str = "{solution}\n\n{prompt}"
+
+    def check(self):
+        if self.weight < 0:
+            self.refuse("weight", f"must be non-negative, not {self.weight}")
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"teacher": "ema"}, "x.teacher: must be one of policy, reference, not 'ema'"),
+        ({"temperature": 0.0}, "x.temperature: must be positive, not 0.0"),
+        ({"form": "c"}, "x.form: must be one of a, b, not 'c'"),
+        ({"weight": -1.0}, "x.weight: must be non-negative, not -1.0"),
+    ],
+)
+def test_teacher_settings_refuse_a_bad_setting_when_built_naming_its_key(settings, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _Settings(**settings)
+
+
+def test_teacher_settings_default_to_the_live_policy_at_the_sampling_temperature():
+    settings = _Settings()
+    assert (settings.teacher, settings.temperature) == ("policy", None)
+
+
+class _Plugin(SelfTeacherPlugin):
+    Config = _Settings
+    name = "x"
+    templates = ("first_template",)
+
+
+def test_a_self_teacher_plugin_checks_its_templates_and_a_frozen_teacher_against_the_run():
+    checked = []
+    run = SimpleNamespace(
+        check_template=lambda plugin, key: checked.append(key), need_reference=lambda key, what: checked.append(key)
+    )
+    _Plugin().check_run(run)
+    assert checked == ["first_template"]
+    _Plugin(_Settings(teacher="reference")).check_run(run)
+    assert checked == ["first_template", "first_template", "x.teacher"]

@@ -1,16 +1,19 @@
 """The token-signal block: chunked statistics, modulators, derived contexts, and the shared per-batch cache."""
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
 
-from stackrl import AdvantageContext, LossContext, PluginError, Rollout, StackrlError
+from stackrl import AdvantageContext, ConfigError, LossContext, PluginError, Rollout, StackrlError
 from stackrl.blocks.tokensignals import (
     REFERENCE,
     STUDENT,
     SignalContext,
+    TeacherGapSettings,
     TokenSignals,
     bounded_weights,
     derived_fields,
@@ -27,6 +30,7 @@ from stackrl.blocks.tokensignals import (
 )
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
+from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.repository import load_script
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
@@ -346,3 +350,22 @@ def test_three_stacked_methods_score_each_completion_once_per_distinct_context()
     benchmark = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "token_signals.py")
     result = benchmark.run(rounds=1, steps=2)
     assert result["teacher_forwards_per_completion"] == 3.0, result
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [({"form": "both"}, "gap.form: must be one of advantage, loss, not 'both'"), ({"scale": -0.1}, "gap.scale: must be non-negative")],
+)
+def test_teacher_gap_settings_refuse_an_unknown_form_and_a_negative_scale(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        _GapSettings(**settings)
+
+
+def test_teacher_gap_settings_take_any_teacher_and_the_reference_layout():
+    settings = _GapSettings(teacher="my_snapshot")
+    assert (settings.form, settings.teacher_template) == ("advantage", REFERENCE_TEMPLATE)
+
+
+@dataclass
+class _GapSettings(TeacherGapSettings):
+    section: ClassVar[str] = "gap"

@@ -9,9 +9,19 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from stackrl import PluginError
+from stackrl import ConfigError, PluginError
 from stackrl.blocks.kl import reference_kl
-from stackrl.blocks.turns import Segment, Trajectory, packed_samples, segment_advantages, transitions
+from stackrl.blocks.turns import (
+    Segment,
+    Trajectory,
+    check_instruction,
+    final_answer_rewards,
+    judged_segments,
+    packed_samples,
+    rollout_segment_advantages,
+    segment_advantages,
+    transitions,
+)
 from stackrl.run import build_trainer
 
 EOS = 9
@@ -54,6 +64,43 @@ def test_segment_advantages_compare_each_segment_with_its_groups_same_kind_and_t
     assert torch.allclose(out, torch.tensor(expected), atol=1e-5)
     with pytest.raises(PluginError, match="row 0 has 2 segments but 1 values"):
         segment_advantages([[1.0], [0.0, 1.0, 1.0], [0.0, 0.0]], segments, group_size=3, width=6)
+
+
+def _rollout(segments, answers, width):
+    return SimpleNamespace(
+        columns={"segments": segments, "answer": answers}, group_size=len(segments),
+        completion_mask=lambda: torch.ones(len(segments), width),
+    )
+
+
+def test_judged_segments_judge_each_segment_against_its_row_s_answer_in_order():
+    a = lambda text: Segment("answer", 0, 0, 1, text)  # noqa: E731
+    rollout = _rollout([[a("3"), a("4")], [a("5")]], ["4", "5"], width=2)
+    judged = judged_segments(rollout, lambda s, answer: s.text == answer, plugin="x", column="answer", purpose="judge")
+    assert judged == [[False, True], [True]]
+    with pytest.raises(PluginError, match="x.answer_column: the batch has no column 'target' to judge"):
+        judged_segments(rollout, lambda s, answer: True, plugin="x", column="target", purpose="judge")
+
+
+def test_rollout_segment_advantages_are_segment_advantages_over_the_rollout_s_groups_and_width():
+    a = lambda start, end: Segment("answer", 0, start, end, "")  # noqa: E731
+    segments = [[a(0, 2)], [a(0, 1)], [a(0, 3)]]
+    values = [[1.0], [0.0], [0.0]]
+    expected = segment_advantages(values, segments, group_size=3, width=4)
+    assert torch.equal(rollout_segment_advantages(_rollout(segments, [None] * 3, width=4), values), expected)
+
+
+def test_final_answer_rewards_are_the_last_answer_s_correctness_logging_the_first_s():
+    logged = {}
+    ctx = SimpleNamespace(log=logged.__setitem__)
+    assert final_answer_rewards(ctx, [[False, True], [True, False], [True]], first="first_right") == [1.0, 0.0, 1.0]
+    assert logged == {"first_right": pytest.approx(2 / 3)}
+
+
+def test_an_instruction_to_inject_must_hold_text():
+    check_instruction("x", "instruction", "\nCheck it.\n")
+    with pytest.raises(ConfigError, match="x.instruction: must hold the instruction to inject"):
+        check_instruction("x", "instruction", " \n")
 
 
 def test_transitions_count_fixes_and_breaks_over_all_rows():

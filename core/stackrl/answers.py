@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Optional
+from typing import ClassVar, Optional
 
 from stackrl.errors import ConfigError
 
@@ -108,11 +108,20 @@ def make_extractor(kind: Extractor | str, pattern: str | None = None) -> Callabl
 
 @dataclass
 class AnswerSettings:
-    """How a plugin reads and compares answers: the fields a plugin's ``Config`` inherits."""
+    """How a plugin reads and compares answers: the fields a plugin's ``Config`` inherits.
 
+    A subclass that names its config ``section`` has them checked when it is built (:func:`extractor_of`), so a
+    bad ``answer_regex`` is refused before training; its own ``__post_init__`` calls this one's.
+    """
+
+    section: ClassVar[Optional[str]] = None
     answer_extractor: Optional[Extractor] = None  # None: the run's answer format (data.answer_format)
     answer_regex: Optional[str] = None  # with answer_extractor: regex
     math_verify: bool = True  # answers also equal when math-verify finds them so
+
+    def __post_init__(self):
+        if self.section is not None:
+            extractor_of(self, self.section)
 
 
 def extractor_of(settings: AnswerSettings, section: str, run_format: str = "auto") -> Callable[[str], str | None]:

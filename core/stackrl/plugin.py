@@ -1,8 +1,9 @@
-"""The base class of every stackrl plugin."""
+"""The base class of every stackrl plugin, and :func:`training_only` for a rollout of its own made only in training."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import string
 from dataclasses import dataclass
 
@@ -109,3 +110,14 @@ class Plugin:
         notes on settings that are valid but will not act as the user may expect (a phase starting after the run's
         last step). Called by ``stackrl config validate`` and before a run loads anything."""
         return None
+
+
+def training_only(generate_rollout):
+    """Make a plugin's ``generate_rollout`` answer while training only (under ``@hookimpl``): held-out evaluation
+    then samples plain completions, measuring plain solving rather than the method's rollout."""
+
+    @functools.wraps(generate_rollout)
+    def hook(self, prompts, ctx):
+        return generate_rollout(self, prompts, ctx) if ctx.training else None
+
+    return hook

@@ -2,17 +2,21 @@
 
 A reward here is a plain function ``(completion_text, reference_answer) -> float``; the host turns the ones a
 config names into reward components (see :mod:`stackrl.trainer`). A plugin that judges completions by these
-rewards reads the reference answers of its batch with :func:`reference_answers`.
+rewards reads the reference answers of its batch with :func:`reference_answers`, and its config inherits the keys
+that name the reward and the column from :class:`OutcomeSettings`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from stackrl.answers import answer_after_phrase, extract_answer
-from stackrl.errors import PluginError
+from stackrl.errors import ConfigError, PluginError
 
 __all__ = [
-    "OUTCOME_REWARDS", "answer_after_phrase", "exact_match", "extract_answer", "math_verify", "reference_answers",
-    "REFLECT", "RESET", "RETRY", "ROLE_COLUMN", "SOLUTION_ROLES", "SOLVE", "VERIFY",
+    "OUTCOME_REWARDS", "OutcomeSettings", "answer_after_phrase", "exact_match", "extract_answer", "math_verify",
+    "reference_answers", "REFLECT", "RESET", "RETRY", "ROLE_COLUMN", "SOLUTION_ROLES", "SOLVE", "VERIFY",
 ]
 
 
@@ -64,3 +68,33 @@ def reference_answers(columns: dict[str, list], column: str, *, plugin: str, pur
             f"{plugin}.answer_column: the batch has no column '{column}' to {purpose} (a label-free run hides it)"
         )
     return columns[column]
+
+
+@dataclass
+class OutcomeSettings:
+    """The config keys of a plugin that judges final answers itself, for its config to inherit: ``metric``, the
+    built-in outcome reward (:data:`OUTCOME_REWARDS`) that tells a right answer, and ``answer_column``, the column
+    of the reference answers (:func:`reference_answers`).
+
+    A subclass names its ``section`` (in errors); building it checks ``metric``, then runs :meth:`check`, where a
+    subclass refuses its other settings.
+    """
+
+    section: ClassVar[str] = "outcome"
+    metric: str = "exact_match"
+    answer_column: str = "answer"
+
+    def __post_init__(self):
+        if self.metric not in OUTCOME_REWARDS:
+            raise ConfigError(
+                f"{self.section}.metric: must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), "
+                f"not {self.metric!r}"
+            )
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a subclass's own settings that no run could use (the host has already checked the types)."""
+
+    def is_correct(self, completion: str, answer: str) -> bool:
+        """Whether ``completion``'s final answer is ``answer``, by the ``metric`` reward."""
+        return bool(OUTCOME_REWARDS[self.metric](completion, answer))

@@ -170,6 +170,7 @@ class JudgeReward(Plugin):
 
     Config = JudgeSettings
     section = ""
+    activity = "completions got a well-formed judgement"
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -17,17 +17,20 @@ and returns vocabulary log-probs only at the positions a loss needs, so span-res
   divergences between packed log-prob rows (:func:`forward_kl_clip_scale`: the factor a clipped forward KL applies);
 - :func:`geometric_interpolation`: a target between two distributions, by mixing their logits;
 - :func:`relative_positions`, :func:`position_weights`, :func:`returns_to_go`: per-token weights over packed rows;
-- :func:`check_teacher_settings`: the config check of the keys these plugins share (teacher, temperature, top_k).
+- :func:`check_teacher_settings`: the config check of the keys these plugins share (teacher, temperature, top_k);
+  :class:`TeacherSettings`: those keys as a config piece the plugins' configs inherit, checked when built;
+- :class:`SelfTeacherPlugin`: the base of such a plugin, whose ``check_run`` checks its templates and teacher.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Optional
 
 import torch
 
 from stackrl.errors import ConfigError, StackrlError
-from stackrl.plugin import template_fields
+from stackrl.plugin import Plugin, template_fields
 
 if TYPE_CHECKING:
     from stackrl.context import LossContext, Rollout
@@ -140,6 +143,50 @@ def check_teacher_run(run, plugin, *templates: str) -> None:
         run.check_template(plugin, key)
     if plugin.config.teacher == "reference":
         run.need_reference(f"{plugin.name}.teacher", "the frozen teacher is")
+
+
+@dataclass
+class TeacherSettings:
+    """The config keys a self-teacher plugin shares, for its config to inherit: ``teacher``, the weights that score
+    the privileged context, and ``temperature``, that of every distribution it scores (null: the run's sampling
+    temperature, as TRL's loss divides its logits by it).
+
+    A subclass names its ``section`` (in errors), the ``teachers`` it offers (``None``: any model ``ctx.score``
+    knows) and its own keys that take one of a few values (``choices``); building it checks all of these, then
+    runs :meth:`check`, where a subclass refuses its other settings with :meth:`refuse`.
+    """
+
+    section: ClassVar[str] = "teacher"
+    teachers: ClassVar[Optional[tuple[str, ...]]] = TEACHERS
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    teacher: str = "policy"
+    temperature: Optional[float] = None
+
+    def __post_init__(self):
+        check_teacher_settings(self.section, self, self.teachers)
+        for key, allowed in self.choices.items():
+            value = getattr(self, key)
+            if value not in allowed:
+                self.refuse(key, f"must be one of {', '.join(allowed)}, not '{value}'")
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a subclass's own settings that no run could use (the host has already checked the types)."""
+
+    def refuse(self, key: str, message: str):
+        """Raise the config error that names ``<section>.<key>``."""
+        raise ConfigError(f"{self.section}.{key}: {message}")
+
+
+class SelfTeacherPlugin(Plugin):
+    """The base of a plugin whose teacher is the policy shown privileged context: its ``check_run`` checks the
+    config keys ``templates`` names against the data's columns, and a frozen teacher against the run
+    (:func:`check_teacher_run`)."""
+
+    templates: tuple[str, ...] = ("teacher_template",)
+
+    def check_run(self, run):
+        check_teacher_run(run, self, *self.templates)
 
 
 # -- scoring a loss context's completions ---------------------------------------------------------------------------

@@ -4,20 +4,22 @@ A multi-turn method (answer, check the answer, answer again) trains one row on t
 completion is its generated segments and the text injected between them (an instruction), the injected tokens are
 kept out of the loss (``Samples.loss_mask``), and each generated segment is recorded with its kind, turn and token
 span in the column :data:`SEGMENTS_COLUMN`, from which the plugin rewards each segment and gives its tokens their
-own advantage (:func:`segment_advantages`). Each turn is sampled from the exact tokens before it (prompt, earlier
+own advantage (:func:`segment_advantages`; :func:`rollout_segment_advantages` over a rollout). A method whose
+turns are judged against the row's reference answer (:func:`judged_segments`) rewards a row by its final answer (:func:`final_answer_rewards`). Each turn is sampled from the exact tokens before it (prompt, earlier
 segments, injected text), so the row trains every segment on the context it was sampled from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
 
 from stackrl.blocks.roles import broadcast_segments
 from stackrl.context import Samples
-from stackrl.errors import PluginError
+from stackrl.errors import ConfigError, PluginError
+from stackrl.rewards import reference_answers
 
 SEGMENTS_COLUMN = "segments"  # column: each row's generated segments, a list of Segment
 
@@ -116,6 +118,13 @@ def segments_of(rollout, *, plugin: str) -> list[list[Segment]]:
     return rollout.columns[SEGMENTS_COLUMN]
 
 
+def judged_segments(rollout, judge: Callable[[Segment, object], object], *, plugin: str, column: str, purpose: str) -> list[list]:
+    """Each row's ``judge(segment, answer)`` of its segments in order, ``answer`` the row's reference answer from
+    ``column``; ``plugin`` and ``purpose`` name a missing column in the error (:func:`stackrl.rewards.reference_answers`)."""
+    answers = reference_answers(rollout.columns, column, plugin=plugin, purpose=purpose)
+    return [[judge(s, answer) for s in segments] for segments, answer in zip(segments_of(rollout, plugin=plugin), answers)]
+
+
 def segment_advantages(
     values: Sequence[Sequence[float]], segments: Sequence[Sequence[Segment]], group_size: int, width: int
 ) -> torch.Tensor:
@@ -142,6 +151,27 @@ def segment_advantages(
                 advantages[row][k] = advantage
     spans = [[(s.start, s.end) for s in row] for row in segments]
     return broadcast_segments(advantages, spans, width)
+
+
+def rollout_segment_advantages(rollout, values: Sequence[Sequence[float]]) -> torch.Tensor:
+    """:func:`segment_advantages` of the segments in ``rollout``'s :data:`SEGMENTS_COLUMN`, one value per segment,
+    over its groups and its completions' width."""
+    return segment_advantages(
+        values, rollout.columns[SEGMENTS_COLUMN], rollout.group_size, rollout.completion_mask().size(1)
+    )
+
+
+def final_answer_rewards(ctx, correct: Sequence[Sequence[bool]], *, first: str) -> list[float]:
+    """The reward of each row whose answers were judged in turn (``correct[i]``, first to last): its final answer's
+    correctness. Logs the share of rows whose first answer was right as ``first``."""
+    ctx.log(first, sum(row[0] for row in correct) / len(correct))
+    return [float(row[-1]) for row in correct]
+
+
+def check_instruction(section: str, key: str, text: str) -> None:
+    """Refuse an injected instruction (the config key ``<section>.<key>``) that holds no text."""
+    if not text.strip():
+        raise ConfigError(f"{section}.{key}: must hold the instruction to inject")
 
 
 def transitions(before: Sequence[bool], after: Sequence[bool]) -> dict[str, float]:

@@ -3,34 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar
 
-from stackrl import ConfigError
-from stackrl.blocks.teacher import check_teacher_settings
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-
-
-FORMS = ("advantage", "loss")
+from stackrl.blocks.tokensignals import TeacherGapSettings
 
 
 @dataclass
-class AntisdConfig:
-    # "advantage": the paper's form, A_t = A - scale * phi(u_t) with phi(u) = (softplus(u) - log 2) / 2 and
+class AntisdConfig(TeacherGapSettings):
+    # form "advantage": the paper's form, A_t = A - scale * phi(u_t) with phi(u) = (softplus(u) - log 2) / 2 and
     # u_t = log pi_T(y_t) - log pi(y_t) of the sampled token, added to GRPO's advantage; "loss": a loss term
-    # ascending the full-vocabulary generalized JSD (weighted by losses.antisd).
-    form: str = "advantage"
+    # ascending the full-vocabulary generalized JSD (weighted by losses.antisd). The teacher_template's
+    # {solution} is the verified solution the student never sees.
+    section: ClassVar[str] = "antisd"
     # The advantage form's weight lambda of the bounded term next to GRPO's advantage.
     scale: float = 0.1
-    # The teacher's prompt, formatted with {prompt} and the dataset columns: {solution} is the verified solution
-    # the student never sees. The default is the solution, a blank line, then the question.
-    teacher_template: str = REFERENCE_TEMPLATE
-    # The teacher's weights: any model ctx.score knows ("policy": the live policy, "reference": the frozen one).
-    teacher: str = "policy"
     # The loss form only: the mixture weight of the generalized JSD that is ascended. Strictly inside (0, 1), where the divergence is
     # bounded per token by the binary entropy of beta: log 2 at 0.5, the plain Jensen-Shannon divergence.
     beta: float = 0.5
-    # Both distributions are softmax(logits / temperature); null: the run's sampling temperature.
-    temperature: Optional[float] = None
     # The gate: the term is off once the teacher's mean entropy over the batch's completion tokens falls below
     # gate_threshold nats, or with gate_relative below gate_threshold times its value on the first batch.
     gate_threshold: float = 0.5
@@ -42,22 +31,12 @@ class AntisdConfig:
     # the teacher's entropy is no longer computed. Unlatched, the term comes back when the entropy recovers.
     gate_latch: bool = True
 
-
-def check(config: AntisdConfig) -> None:
-    """Refuse settings no run could use, naming the key (the host has already checked the types)."""
-
-    def refuse(key: str, message: str):
-        raise ConfigError(f"antisd.{key}: {message}")
-
-    check_teacher_settings("antisd", config, teachers=None)
-    if config.form not in FORMS:
-        refuse("form", f"must be one of {', '.join(FORMS)}, not '{config.form}'")
-    if config.scale < 0:
-        refuse("scale", f"must be non-negative, not {config.scale}")
-    if not 0.0 < config.beta < 1.0:
-        refuse("beta", f"must lie strictly inside (0, 1), where the divergence is bounded, not {config.beta}")
-    if config.gate_threshold < 0 or (config.gate_relative and config.gate_threshold > 1):
-        bound = "[0, 1] (a fraction of the first batch's entropy)" if config.gate_relative else "[0, inf) nats"
-        refuse("gate_threshold", f"must lie in {bound}, not {config.gate_threshold}")
-    if not 0.0 <= config.gate_smoothing < 1.0:
-        refuse("gate_smoothing", f"must lie in [0, 1), not {config.gate_smoothing}")
+    def check(self):
+        super().check()
+        if not 0.0 < self.beta < 1.0:
+            self.refuse("beta", f"must lie strictly inside (0, 1), where the divergence is bounded, not {self.beta}")
+        if self.gate_threshold < 0 or (self.gate_relative and self.gate_threshold > 1):
+            bound = "[0, 1] (a fraction of the first batch's entropy)" if self.gate_relative else "[0, inf) nats"
+            self.refuse("gate_threshold", f"must lie in {bound}, not {self.gate_threshold}")
+        if not 0.0 <= self.gate_smoothing < 1.0:
+            self.refuse("gate_smoothing", f"must lie in [0, 1), not {self.gate_smoothing}")

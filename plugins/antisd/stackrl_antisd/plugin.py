@@ -8,10 +8,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from stackrl import Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, generalized_jsd, privileged_student_and_teacher
+from stackrl import hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, generalized_jsd, privileged_student_and_teacher
 from stackrl.blocks.tokensignals import CollapseGate, SignalContext, TokenSignals, acted_on_tokens, per_token
-from stackrl_antisd.config import AntisdConfig, check
+from stackrl_antisd.config import AntisdConfig
 
 
 def bounded_advantage(gap: torch.Tensor) -> torch.Tensor:
@@ -33,7 +33,7 @@ def ascent_term(student_logps: torch.Tensor, teacher_logps: torch.Tensor, beta: 
     return -generalized_jsd(student_logps, teacher_logps, beta).mean()
 
 
-class Antisd(Plugin):
+class Antisd(SelfTeacherPlugin):
     """Anti-self-distillation: a bounded per-token advantage (or a loss term) that moves the policy away from the
     privileged self-teacher, switched off by a gate on the teacher's batch entropy (decided in the advantage stage,
     from the whole batch, before its loss)."""
@@ -42,12 +42,8 @@ class Antisd(Plugin):
     # The advantage form (default) counts tokens, the loss form rows; nothing while the gate is closed.
     activity = "completion tokens had their advantage moved away from the teacher (loss form: completions had its context)"
 
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
-
     def __init__(self, config=None):
         super().__init__(config)
-        check(self.config)
         self.gate = CollapseGate(
             self.config.gate_threshold, relative=self.config.gate_relative, latch=self.config.gate_latch,
             smoothing=self.config.gate_smoothing,

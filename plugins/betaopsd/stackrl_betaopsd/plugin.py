@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from stackrl import Plugin, Rollout, hookimpl
+from stackrl import Rollout, hookimpl
 from stackrl.blocks.teacher import (
-    check_teacher_run,
-    distilled,
-    geometric_interpolation,
-    score_student,
-    student_and_teacher,
+    SelfTeacherPlugin, distilled, geometric_interpolation, score_student, student_and_teacher,
 )
-from stackrl_betaopsd.config import BetaOpsdConfig, check
+from stackrl_betaopsd.config import BetaOpsdConfig
 from stackrl_betaopsd.loss import trajectory_divergence
 
 
@@ -41,18 +37,11 @@ def target_divergence(scorer, rollout: Rollout, config: BetaOpsdConfig, *, teach
     )
 
 
-class BetaOpsd(Plugin):
+class BetaOpsd(SelfTeacherPlugin):
     """beta-OPSD: OPSD whose target is anchored to the reference policy by beta, with return-to-go credit."""
 
     Config = BetaOpsdConfig
     activity = "completions had the teacher's context to distil on"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        check(self.config)
 
     def model_name(self, which: str) -> str:
         """The name ``score`` knows a configured model by: the initial weights are this plugin's snapshot."""

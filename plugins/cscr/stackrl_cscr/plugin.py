@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar
 
 import torch
 
-from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings
+from stackrl import hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, TeacherSettings
 from stackrl.blocks.tokensignals import SignalContext, TokenSignals, acted_on_tokens, inverse_sensitivity, reallocate
 
 SENSITIVITIES = ("sum", "max")
 
 
 @dataclass
-class CscrConfig:
+class CscrConfig(TeacherSettings):
+    # `teacher`, the scoring weights: the live policy, or the frozen reference (the LoRA-disabled base);
+    # `temperature`, the softmax temperature of every score.
+    section: ClassVar[str] = "cscr"
     # The two counterfactual contexts, templates over {prompt}, the dataset columns and the block's derived
     # fields. One asserts the rollout's outcome is correct, the other that it is not. The defaults are for a
     # model that reads a worked solution before the question (the built-in one): a solution reaching the rollout's
@@ -23,8 +26,7 @@ class CscrConfig:
     # GPU recipe).
     correct_template: str = "{claimed_solution}\n\n{prompt}"
     incorrect_template: str = "{denied_solution}\n\n{prompt}"
-    # The scoring weights: the live policy, or the frozen reference (the LoRA-disabled base).
-    teacher: str = "policy"
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"sensitivity": SENSITIVITIES}
     # Sensitivity of a token from its shifts d+ and d- (log-prob under the context minus the student's):
     # "sum" |d+| + |d-|, "max" max(|d+|, |d-|).
     sensitivity: str = "sum"
@@ -35,19 +37,14 @@ class CscrConfig:
     floor: float = 0.5
     # A token counts as shifted, in the logged diagnostic, when both |d+| and |d-| exceed this (nats).
     shift_threshold: float = 0.1
-    # Softmax temperature of every score; null: the run's sampling temperature.
-    temperature: Optional[float] = None
 
-    def __post_init__(self):
-        check_teacher_settings("cscr", self)
-        if self.sensitivity not in SENSITIVITIES:
-            raise ConfigError(f"cscr.sensitivity: must be one of {', '.join(SENSITIVITIES)}, not '{self.sensitivity}'")
+    def check(self):
         if self.strength < 0:
-            raise ConfigError(f"cscr.strength: must be non-negative, not {self.strength}")
+            self.refuse("strength", f"must be non-negative, not {self.strength}")
         if not 0 <= self.floor <= 1:
-            raise ConfigError(f"cscr.floor: must be in [0, 1], not {self.floor}")
+            self.refuse("floor", f"must be in [0, 1], not {self.floor}")
         if self.shift_threshold < 0:
-            raise ConfigError(f"cscr.shift_threshold: must be non-negative (nats), not {self.shift_threshold}")
+            self.refuse("shift_threshold", f"must be non-negative (nats), not {self.shift_threshold}")
 
 
 def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind: str) -> torch.Tensor:
@@ -57,15 +54,13 @@ def sensitivity(shift_correct: torch.Tensor, shift_incorrect: torch.Tensor, kind
     return torch.maximum(shift_correct.abs(), shift_incorrect.abs())
 
 
-class Cscr(Plugin):
+class Cscr(SelfTeacherPlugin):
     """``A_t = A * w_t * T / sum w``, ``w_t = max(floor, 1 / (1 + strength * s_t))``, ``s_t`` the counterfactual
     sensitivity."""
 
     Config = CscrConfig
     activity = "completion tokens had their advantage reweighted"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "correct_template", "incorrect_template")
+    templates = ("correct_template", "incorrect_template")
 
     def shifts(self, ctx) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(d+, d-, mask)``: each token's log-prob under each claimed outcome minus the student's."""

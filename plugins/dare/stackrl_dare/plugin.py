@@ -13,18 +13,21 @@ A completion without an answer earns 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.answers import AnswerSettings, GroupAnswers, extractor_of, groups_of, read_answers
+from stackrl.answers import AnswerSettings, GroupAnswers, groups_of, read_answers
 
 
 @dataclass
 class DAREConfig(AnswerSettings):
     # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify.
+    section: ClassVar[str] = "dare"
     min_frequency: float = 0.2  # pruned below this share of the group (G = 8: answers given once)
     exploration_bonus: float = 0.1  # added to kept answers other than the majority's
 
     def __post_init__(self):
+        super().__post_init__()
         if not 0.0 <= self.min_frequency <= 1.0:
             raise ConfigError(f"dare.min_frequency must lie in [0, 1], not {self.min_frequency}")
         if self.exploration_bonus < 0:
@@ -49,10 +52,6 @@ class DARE(Plugin):
 
     Config = DAREConfig
     activity = "completions had an answer to count"
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        extractor_of(self.config, "dare")  # refuses a bad answer_regex before training
 
     @hookimpl
     def reward(self, ctx):

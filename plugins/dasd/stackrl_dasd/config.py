@@ -4,33 +4,24 @@ public); the values it does not give are guesses, said so in the README."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar
 
-from stackrl import ConfigError
-from stackrl.blocks.teacher import check_teacher_settings
-from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
-
-ENTROPY_OF = ("student", "teacher")
-THRESHOLD_KINDS = ("quantile", "fixed")
-FORMS = ("advantage", "loss")
+from stackrl.blocks.tokensignals import TeacherGapSettings
 
 
 @dataclass
-class DasdConfig:
-    # "advantage": the paper's sampled-token form, a routed correction added to GRPO's advantage,
+class DasdConfig(TeacherGapSettings):
+    # form "advantage": the paper's sampled-token form, a routed correction added to GRPO's advantage,
     # A_t = A + scale * omega_t * delta_t (the reward keeps the run anchored); "loss": a loss term that descends a
     # full-vocabulary JSD to the teacher at low-entropy tokens and ascends it at high-entropy ones (on the built-in
-    # model it destroys the greedy accuracy; see the README).
-    form: str = "advantage"
+    # model it destroys the greedy accuracy; see the README). The teacher_template's {solution} is the reference
+    # trace the student never sees.
+    section: ClassVar[str] = "dasd"
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {
+        **TeacherGapSettings.choices, "entropy_of": ("student", "teacher"), "threshold_kind": ("quantile", "fixed"),
+    }
     # The advantage form's weight beta of the routed correction next to GRPO's advantage.
     scale: float = 0.03
-    # The teacher's prompt, formatted with {prompt} and the dataset columns: {solution} is the reference trace
-    # the student never sees. The default is the solution, a blank line, then the question.
-    teacher_template: str = REFERENCE_TEMPLATE
-    # The teacher's weights: any model ctx.score knows ("policy": the live policy, "reference": the frozen one).
-    teacher: str = "policy"
-    # Both distributions are softmax(logits / temperature); null: the run's sampling temperature.
-    temperature: Optional[float] = None
     # Whose next-token entropy routes a token: the student's (the exploration the push protects is the
     # student's), or the teacher's.
     entropy_of: str = "student"
@@ -47,29 +38,15 @@ class DasdConfig:
     push_beta: float = 0.5
     push_weight: float = 1.0
 
-
-def check(config: DasdConfig) -> None:
-    """Refuse settings no run could use, naming the key (the host has already checked the types)."""
-
-    def refuse(key: str, message: str):
-        raise ConfigError(f"dasd.{key}: {message}")
-
-    check_teacher_settings("dasd", config, teachers=None)
-    if config.form not in FORMS:
-        refuse("form", f"must be one of {', '.join(FORMS)}, not '{config.form}'")
-    if config.scale < 0:
-        refuse("scale", f"must be non-negative, not {config.scale}")
-    if config.entropy_of not in ENTROPY_OF:
-        refuse("entropy_of", f"must be one of {', '.join(ENTROPY_OF)}, not '{config.entropy_of}'")
-    if config.threshold_kind not in THRESHOLD_KINDS:
-        refuse("threshold_kind", f"must be one of {', '.join(THRESHOLD_KINDS)}, not '{config.threshold_kind}'")
-    if config.threshold_kind == "quantile" and not 0.0 <= config.threshold <= 1.0:
-        refuse("threshold", f"a quantile must lie in [0, 1], not {config.threshold}")
-    if config.threshold_kind == "fixed" and config.threshold < 0:
-        refuse("threshold", f"an entropy in nats must be non-negative, not {config.threshold}")
-    if not 0.0 <= config.pull_beta <= 1.0:
-        refuse("pull_beta", f"must lie in [0, 1], not {config.pull_beta}")
-    if not 0.0 < config.push_beta < 1.0:
-        refuse("push_beta", f"must lie strictly inside (0, 1), where the push is bounded, not {config.push_beta}")
-    if config.push_weight < 0:
-        refuse("push_weight", f"must be non-negative, not {config.push_weight}")
+    def check(self):
+        super().check()
+        if self.threshold_kind == "quantile" and not 0.0 <= self.threshold <= 1.0:
+            self.refuse("threshold", f"a quantile must lie in [0, 1], not {self.threshold}")
+        if self.threshold_kind == "fixed" and self.threshold < 0:
+            self.refuse("threshold", f"an entropy in nats must be non-negative, not {self.threshold}")
+        if not 0.0 <= self.pull_beta <= 1.0:
+            self.refuse("pull_beta", f"must lie in [0, 1], not {self.pull_beta}")
+        if not 0.0 < self.push_beta < 1.0:
+            self.refuse("push_beta", f"must lie strictly inside (0, 1), where the push is bounded, not {self.push_beta}")
+        if self.push_weight < 0:
+            self.refuse("push_weight", f"must be non-negative, not {self.push_weight}")

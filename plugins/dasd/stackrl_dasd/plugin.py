@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from stackrl import Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, generalized_jsd, privileged_student_and_teacher
-from stackrl.blocks.tokensignals import (
-    STUDENT,
-    SignalContext,
-    TokenSignals,
-    acted_on_tokens,
-    entropy_and_topk_mass,
-    per_token,
-)
-from stackrl_dasd.config import DasdConfig, check
+from stackrl import hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, generalized_jsd, privileged_student_and_teacher
+from stackrl.blocks.tokensignals import STUDENT, SignalContext, TokenSignals, acted_on_tokens, entropy_and_topk_mass, per_token
+from stackrl_dasd.config import DasdConfig
 
 
 def pushed_tokens(entropy: torch.Tensor, config: DasdConfig) -> tuple[torch.Tensor, float]:
@@ -61,20 +54,13 @@ def routed_divergence(
     return torch.where(pushed, -config.push_weight * push, pull)
 
 
-class Dasd(Plugin):
+class Dasd(SelfTeacherPlugin):
     """Direction-adaptive self-distillation: low-entropy tokens are moved toward the privileged teacher, high-entropy
     tokens away from it."""
 
     Config = DasdConfig
     # The advantage form (default) counts tokens, the loss form rows.
     activity = "completion tokens had their advantage moved by the teacher's gap (loss form: completions had its context)"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        check(self.config)
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from stackrl import Plugin, Rollout, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, generalized_jsd, privileged_rows, student_and_teacher
-from stackrl_opsd.config import OpsdConfig, check
+from stackrl import Rollout, hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, generalized_jsd, privileged_rows, student_and_teacher
+from stackrl_opsd.config import OpsdConfig
 
 
 def distillation_divergence(scorer, rollout: Rollout, config: OpsdConfig, *, teacher: str, grad: bool) -> torch.Tensor:
@@ -22,18 +22,11 @@ def distillation_divergence(scorer, rollout: Rollout, config: OpsdConfig, *, tea
     return generalized_jsd(student, teacher_logps, config.beta)
 
 
-class Opsd(Plugin):
+class Opsd(SelfTeacherPlugin):
     """On-policy self-distillation: a generalized-JSD loss term to the privileged self-teacher on every token."""
 
     Config = OpsdConfig
     activity = "completions were distilled on (the teacher's context; with correct_only, correct ones)"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        check(self.config)
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward} if self.config.correct_only else {}

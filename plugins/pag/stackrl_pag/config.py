@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from stackrl import ConfigError
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.blocks.turns import check_instruction
+from stackrl.rewards import OutcomeSettings
 from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION
 
 
 @dataclass
-class PagConfig:
+class PagConfig(OutcomeSettings):
+    section: ClassVar[str] = "pag"
     # Answers per trajectory at most: the first, then one more after each "wrong" verdict (the authors' num_turns 2).
     turns: int = 2
     # Injected after an answer, masked out of the loss: the built-in task's judge marker, so the trajectory reads
@@ -22,16 +25,11 @@ class PagConfig:
     # A revised answer earns shaping * (its correctness - the previous answer's) on top of its correctness
     # (the authors' policy_rs with rs_coef 1.0); 0 turns the shaping off.
     shaping: float = 1.0
-    metric: str = "exact_match"  # the built-in outcome reward that tells a right answer
-    answer_column: str = "answer"
 
-    def __post_init__(self):
+    def check(self):
         if self.turns < 1:
             raise ConfigError(f"pag.turns: must be at least 1 (one answer), not {self.turns}")
-        if self.metric not in OUTCOME_REWARDS:
-            raise ConfigError(f"pag.metric: must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not {self.metric!r}")
         if self.shaping < 0:
             raise ConfigError(f"pag.shaping: must be 0 or more, not {self.shaping}")
         for key in ("verify_instruction", "revise_instruction"):
-            if not getattr(self, key).strip():
-                raise ConfigError(f"pag.{key}: must hold the instruction to inject")
+            check_instruction("pag", key, getattr(self, key))

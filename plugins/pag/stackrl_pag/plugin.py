@@ -11,15 +11,10 @@ from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.turns import (
-    SEGMENTS_COLUMN,
-    first_turn,
-    generate_turn,
-    packed_samples,
-    segment_advantages,
-    segments_of,
-    transitions,
+    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
+    rollout_segment_advantages, transitions,
 )
-from stackrl.rewards import OUTCOME_REWARDS, reference_answers
+from stackrl.plugin import training_only
 from stackrl.tasks import parse_verdict
 from stackrl_pag.config import PagConfig
 from stackrl_pag.rewards import ANSWER, VERIFY, segment_rewards, verifier_figures
@@ -45,27 +40,24 @@ def trajectories(prompts: list, ctx, config: PagConfig) -> list:
 
 
 class Pag(Plugin):
+    """The policy as its own generative verifier: it answers, verifies, and revises only what it judged wrong."""
+
     Config = PagConfig
     activity = "completions revised their answer after a 'wrong' verdict"
 
-    def __init__(self, config=None):
-        super().__init__(config)
-        self.is_correct = OUTCOME_REWARDS[self.config.metric]
-
     @hookimpl
+    @training_only
     def generate_rollout(self, prompts, ctx):
-        if not ctx.training:  # held-out evaluation measures plain solving
-            return None
         return packed_samples(trajectories(prompts, ctx, self.config))
 
     def outcomes(self, rollout) -> list[list]:
         """Per row, each segment's outcome: an answer's correctness, a verification's verdict."""
-        answers = reference_answers(rollout.columns, self.config.answer_column, plugin=self.name,
-                                    purpose="judge answers and verdicts against")
-        return [
-            [bool(self.is_correct(s.text, answer)) if s.kind == ANSWER else parse_verdict(s.text) for s in segments]
-            for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)
-        ]
+
+        def outcome(segment, answer):
+            return self.config.is_correct(segment.text, answer) if segment.kind == ANSWER else parse_verdict(segment.text)
+
+        return judged_segments(rollout, outcome, plugin=self.name, column=self.config.answer_column,
+                               purpose="judge answers and verdicts against")
 
     @hookimpl
     def reward(self, ctx):
@@ -84,17 +76,15 @@ class Pag(Plugin):
         if revised:
             for name, value in transitions([a[0] for a in revised], [a[1] for a in revised]).items():
                 ctx.log(f"revised_{name}", value)
-        ctx.log("first_answer_correct", sum(a[0] for a in answers) / len(answers))
-        return [float(a[-1]) for a in answers]  # the final answer's; advantages come from each segment's reward
+        # Advantages come from each segment's own reward.
+        return final_answer_rewards(ctx, answers, first="first_answer_correct")
 
     @hookimpl
     def estimate_advantages(self, ctx):
-        rollout = ctx.rollout
-        if SEGMENTS_COLUMN not in rollout.columns:
+        if SEGMENTS_COLUMN not in ctx.rollout.columns:
             return None
-        segments = rollout.columns[SEGMENTS_COLUMN]
         values = [
             segment_rewards([s.kind for s in row], out, self.config.shaping)
-            for row, out in zip(segments, self.outcomes(rollout))
+            for row, out in zip(ctx.rollout.columns[SEGMENTS_COLUMN], self.outcomes(ctx.rollout))
         ]
-        return segment_advantages(values, segments, rollout.group_size, rollout.completion_mask().size(1))
+        return rollout_segment_advantages(ctx.rollout, values)

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from stackrl import Plugin, hookimpl
+from stackrl import hookimpl
 from stackrl.blocks.teacher import (
-    check_teacher_run,
-    forward_kl,
-    forward_kl_clip_scale,
-    position_weights,
-    privileged_student_and_teacher,
+    SelfTeacherPlugin, forward_kl, forward_kl_clip_scale, position_weights, privileged_student_and_teacher,
 )
-from stackrl_pwopsd.config import PwOpsdConfig, check
+from stackrl_pwopsd.config import PwOpsdConfig
 
 
 def weighted_divergence(
@@ -24,19 +20,12 @@ def weighted_divergence(
     return weights.to(student.device) * forward_kl(student, teacher, clip=config.clip)
 
 
-class PwOpsd(Plugin):
+class PwOpsd(SelfTeacherPlugin):
     """Position-weighted on-policy self-distillation: later tokens, whose teacher targets the paper finds more
     reliable, weigh more."""
 
     Config = PwOpsdConfig
     activity = "completions had the teacher's context to distil on"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        check(self.config)
 
     @hookimpl
     def loss_term(self, ctx):

@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar
 
 import torch
 
-from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings, privileged_rows
-from stackrl.blocks.tokensignals import (
-    SignalContext,
-    TokenSignals,
-    acted_on_tokens,
-    magnitude_weights,
-    per_token,
-    reallocate,
-)
+from stackrl import hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, TeacherSettings, privileged_rows
+from stackrl.blocks.tokensignals import SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reallocate
 from stackrl.blocks.tokensignals.contexts import WRONG_SIBLINGS
 
 MODES = ("residual", "additive", "magnitude")
 
 
 @dataclass
-class RlcsdConfig:
+class RlcsdConfig(TeacherSettings):
+    # `teacher`, the scoring weights: the live policy, or the frozen reference (the LoRA-disabled base);
+    # `temperature`, the softmax temperature of both scores.
+    section: ClassVar[str] = "rlcsd"
     # The correct hint and the wrong hint: templates over {prompt}, the dataset columns and the block's derived
     # fields. The defaults are the authors' hints in the built-in task's layout: another correct rollout of the
     # row's group, and other wrong rollouts of the group (never the row's own); `{wrong_sibling}` stands for each of
@@ -31,8 +27,7 @@ class RlcsdConfig:
     positive_template: str = "{correct_sibling}\n\n{prompt}"
     negative_template: str = "{wrong_sibling}\n\n{prompt}"
     wrong_hints: int = 4
-    # The scoring weights: the live policy, or the frozen reference (the LoRA-disabled base).
-    teacher: str = "policy"
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"mode": MODES}
     # "residual" (the authors'): r_t = scale * tanh(c_t / tau) on the tokens where |r_t| > select; there
     # A_t = A + r_t, kept on A's side of zero (0 where A = 0), and those tokens' loss is averaged apart from the
     # others' (at weight `selected_weight`); rows without both hints are left out of the loss. "additive":
@@ -45,21 +40,16 @@ class RlcsdConfig:
     selected_weight: float = 1.0
     coefficient: float = 0.1
     clip: float = 2.0
-    # Softmax temperature of both scores; null: the run's sampling temperature.
-    temperature: Optional[float] = None
 
-    def __post_init__(self):
-        check_teacher_settings("rlcsd", self)
-        if self.mode not in MODES:
-            raise ConfigError(f"rlcsd.mode: must be one of {', '.join(MODES)}, not '{self.mode}'")
+    def check(self):
         if not 1 <= self.wrong_hints <= WRONG_SIBLINGS:
-            raise ConfigError(f"rlcsd.wrong_hints: must be 1 to {WRONG_SIBLINGS}, not {self.wrong_hints}")
+            self.refuse("wrong_hints", f"must be 1 to {WRONG_SIBLINGS}, not {self.wrong_hints}")
         for key in ("scale", "select", "selected_weight", "coefficient"):
             if getattr(self, key) < 0:
-                raise ConfigError(f"rlcsd.{key}: must be non-negative, not {getattr(self, key)}")
+                self.refuse(key, f"must be non-negative, not {getattr(self, key)}")
         for key in ("tau", "clip"):
             if getattr(self, key) <= 0:
-                raise ConfigError(f"rlcsd.{key}: must be positive, not {getattr(self, key)}")
+                self.refuse(key, f"must be positive, not {getattr(self, key)}")
 
 
 def residual_advantages(advantages, contrast, mask, *, scale, tau, select, selected_weight):
@@ -76,14 +66,12 @@ def residual_advantages(advantages, contrast, mask, *, scale, tau, select, selec
     return torch.where(selected, kept, base) * apart * mask, selected
 
 
-class Rlcsd(Plugin):
+class Rlcsd(SelfTeacherPlugin):
     """``c_t = log pi(y_t | x, correct hint) - log mean_k pi(y_t | x, wrong hint k)``, beside GRPO's advantage."""
 
     Config = RlcsdConfig
     activity = "completion tokens had their advantage reweighted"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "positive_template", "negative_template")
+    templates = ("positive_template", "negative_template")
 
     def hints(self) -> tuple[SignalContext, list[SignalContext]]:
         """The correct hint and the wrong ones, as the contexts the tokens are scored under."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar
 
 import torch
 
-from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings
+from stackrl import hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, TeacherSettings
 from stackrl.blocks.tokensignals import (
     SignalContext, TokenSignals, acted_on_tokens, magnitude_weights, per_token, reweight, route,
 )
@@ -19,15 +19,17 @@ CREDIT = ("add", "reallocate")
 
 
 @dataclass
-class RlrtConfig:
+class RlrtConfig(TeacherSettings):
+    # `teacher`, the teacher's weights: the live policy, or the frozen reference (the LoRA-disabled base);
+    # `temperature`, the softmax temperature of teacher and student.
+    section: ClassVar[str] = "rlrt"
     # The teacher's prompt: {prompt} and the dataset columns ({solution}); the default is the built-in task's
     # layout, the worked solution before the question.
     teacher_template: str = REFERENCE_TEMPLATE
-    # The teacher's weights: the live policy, or the frozen reference (the LoRA-disabled base).
-    teacher: str = "policy"
     # Correct rollouts: weights exp(-clamp(log pi_T - log pi_S, -clip, clip)), so a token the teacher finds
     # unlikely (a negative gap) weighs up to e^clip.
     clip: float = 2.0
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"credit": CREDIT, "incorrect": INCORRECT}
     # How the weights enter: "add" keeps GRPO's advantage on every token and adds the self-driven tokens' boost
     # (weights floored at 1, never rescaled: GRPO augmented, as the abstract puts it); "reallocate" uses the
     # weights as they are, and with `normalize` rescales each sequence's to mean 1 (the boost then comes out of
@@ -43,27 +45,17 @@ class RlrtConfig:
     # What counts as a correct rollout.
     correct_reward: str = "exact_match"
     correct_threshold: float = 1.0
-    # Softmax temperature of teacher and student; null: the run's sampling temperature.
-    temperature: Optional[float] = None
 
-    def __post_init__(self):
-        check_teacher_settings("rlrt", self)
-        if self.incorrect not in INCORRECT:
-            raise ConfigError(f"rlrt.incorrect: must be one of {', '.join(INCORRECT)}, not '{self.incorrect}'")
-        if self.credit not in CREDIT:
-            raise ConfigError(f"rlrt.credit: must be one of {', '.join(CREDIT)}, not '{self.credit}'")
+    def check(self):
         if self.clip <= 0:
-            raise ConfigError(f"rlrt.clip: must be positive, not {self.clip}")
+            self.refuse("clip", f"must be positive, not {self.clip}")
 
 
-class Rlrt(Plugin):
+class Rlrt(SelfTeacherPlugin):
     """Correct rollouts: ``A_t = A * max(1, exp(-clip(log pi_T - log pi_S)))``; incorrect ones: GRPO (or RLSD)."""
 
     Config = RlrtConfig
     activity = "completion tokens had their advantage reweighted"
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar
 
-from stackrl import ConfigError, Plugin, hookimpl
-from stackrl.blocks.teacher import check_teacher_run, check_teacher_settings
+from stackrl import hookimpl
+from stackrl.blocks.teacher import SelfTeacherPlugin, TeacherSettings
 from stackrl.blocks.tokensignals import (
     SignalContext, TokenSignals, acted_on_tokens, bounded_weights, linear_decay, magnitude_weights, mixed, reweight,
 )
@@ -16,12 +16,14 @@ FORMS = ("exponential", "bounded")
 
 
 @dataclass
-class RlsdConfig:
+class RlsdConfig(TeacherSettings):
+    # `teacher`, the teacher's weights: the live policy, or the frozen reference (the LoRA-disabled base);
+    # `temperature`, the softmax temperature of teacher and student.
+    section: ClassVar[str] = "rlsd"
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"form": FORMS}
     # The teacher's prompt: {prompt} and the dataset columns ({solution}); the default is the built-in task's
     # layout, the worked solution before the question.
     teacher_template: str = REFERENCE_TEMPLATE
-    # The teacher's weights: the live policy, or the frozen reference (the LoRA-disabled base).
-    teacher: str = "policy"
     # "exponential": w = exp(sign(A) * clamp(gap, -clip, clip)), weights in [e^-clip, e^clip]. "bounded" (the RLSD
     # baseline in the RLCSD authors' code): w = clamp(exp(sign(A) * gap), 1 - bound, 1 + bound), applied at `mix`
     # of its strength, (1 - mix) + mix * w, the mix falling linearly to 0 over `mix_decay_steps` steps.
@@ -32,24 +34,19 @@ class RlsdConfig:
     mix_decay_steps: int = 50
     # Rescale each sequence's weights to mean 1, so it keeps GRPO's total credit (false: the weights as they are).
     normalize: bool = True
-    # Softmax temperature of teacher and student; null: the run's sampling temperature.
-    temperature: Optional[float] = None
 
-    def __post_init__(self):
-        check_teacher_settings("rlsd", self)
-        if self.form not in FORMS:
-            raise ConfigError(f"rlsd.form: must be one of {', '.join(FORMS)}, not '{self.form}'")
+    def check(self):
         if self.clip <= 0:
-            raise ConfigError(f"rlsd.clip: must be positive, not {self.clip}")
+            self.refuse("clip", f"must be positive, not {self.clip}")
         if not 0 < self.bound < 1:
-            raise ConfigError(f"rlsd.bound: must be in (0, 1), not {self.bound}")
+            self.refuse("bound", f"must be in (0, 1), not {self.bound}")
         if not 0 <= self.mix <= 1:
-            raise ConfigError(f"rlsd.mix: must be in [0, 1], not {self.mix}")
+            self.refuse("mix", f"must be in [0, 1], not {self.mix}")
         if self.mix_decay_steps < 0:
-            raise ConfigError(f"rlsd.mix_decay_steps: must be non-negative, not {self.mix_decay_steps}")
+            self.refuse("mix_decay_steps", f"must be non-negative, not {self.mix_decay_steps}")
 
 
-class Rlsd(Plugin):
+class Rlsd(SelfTeacherPlugin):
     """``A_t = A * w_t``, ``w_t`` from ``sign(A) * (log pi_T(y_t) - log pi_S(y_t))``, normalised per sequence."""
 
     Config = RlsdConfig
@@ -62,9 +59,6 @@ class Rlsd(Plugin):
             return magnitude_weights(gap, advantages, mask, config.clip)
         share = linear_decay(config.mix, config.mix_decay_steps, step)
         return mixed(bounded_weights(gap, advantages, mask, config.bound), share, mask)
-
-    def check_run(self, run):
-        check_teacher_run(run, self, "teacher_template")
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from stackrl import ConfigError
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.rewards import OutcomeSettings
 from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION
 
 # On the built-in task a reflection is a check of the failed attempt (the judge format: it redoes the attempt's
@@ -17,18 +18,15 @@ RETRY_TEMPLATE = "{prompt}{attempt}\n" + JUDGE_MARKER + "\n{reflection}\n" + RET
 
 
 @dataclass
-class RrrConfig:
+class RrrConfig(OutcomeSettings):
+    section: ClassVar[str] = "rrr"  # its metric judges first attempts and retries
     attempts: int = 4  # first attempts sampled per group to find a failed one; none failed: the group is not trained
     reflect_template: str = REFLECT_TEMPLATE  # {prompt}, {attempt}: the prompt a reflection is written from
     retry_template: str = RETRY_TEMPLATE  # {prompt}, {attempt}, {reflection}: the prompt of the second try
-    metric: str = "exact_match"  # the built-in outcome reward that judges first attempts and retries
-    answer_column: str = "answer"
 
-    def __post_init__(self):
+    def check(self):
         if self.attempts < 1:
             raise ConfigError(f"rrr.attempts: must be at least 1, not {self.attempts}")
-        if self.metric not in OUTCOME_REWARDS:
-            raise ConfigError(f"rrr.metric: must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not {self.metric!r}")
         for key, fields in (("reflect_template", ("prompt", "attempt")), ("retry_template", ("prompt", "attempt", "reflection"))):
             template = getattr(self, key)
             missing = [name for name in fields if "{" + name + "}" not in template]

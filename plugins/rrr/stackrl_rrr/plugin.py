@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from stackrl import Plugin, Samples, hookimpl
 from stackrl.blocks.roles import first_turns, rows_of_groups, text_prompt
-from stackrl.rewards import OUTCOME_REWARDS, REFLECT, ROLE_COLUMN, SOLVE, reference_answers
+from stackrl.plugin import training_only
+from stackrl.rewards import REFLECT, ROLE_COLUMN, SOLVE, reference_answers
 from stackrl_rrr.config import RrrConfig
 
 RETRY_CORRECT = "retry_correct"  # column: whether the retry after this row's reflection is right (None: no retry)
@@ -22,25 +23,27 @@ class Rrr(Plugin):
     Config = RrrConfig
     activity = "groups reflected on a failed attempt"
 
-    def __init__(self, config=None):
-        super().__init__(config)
-        self.is_correct = OUTCOME_REWARDS[self.config.metric]
+    def failed_attempts(self, prompts, answers: list, ctx) -> dict[int, str]:
+        """Each group's first failed attempt, of the ``attempts`` sampled per group; a group none of whose attempts
+        failed, or without an answer (no attempt is known to fail), has none."""
+        size, groups = ctx.group_size, len(prompts) // ctx.group_size
+        attempts = first_turns(prompts, [REFLECT] * groups, {REFLECT}, ctx, samples=self.config.attempts)
+        failed = {}
+        for group, tries in attempts.items():
+            if answers[group * size] is None:
+                continue
+            text = next((a.text for a in tries if not self.config.is_correct(a.text, answers[group * size])), None)
+            if text is not None:
+                failed[group] = text
+        return failed
 
     @hookimpl
+    @training_only
     def generate_rollout(self, prompts, ctx):
-        if not ctx.training:  # held-out evaluation measures plain solving
-            return None
         size, groups = ctx.group_size, len(prompts) // ctx.group_size
         answers = reference_answers(ctx.rollout_columns, self.config.answer_column, plugin=self.name,
                                     purpose="tell failed attempts by")
-        attempts = first_turns(prompts, [REFLECT] * groups, {REFLECT}, ctx, samples=self.config.attempts)
-        failed = {}  # group -> its first failed attempt
-        for group, tries in attempts.items():
-            if answers[group * size] is None:  # without an answer no attempt is known to fail: nothing to reflect on
-                continue
-            text = next((a.text for a in tries if not self.is_correct(a.text, answers[group * size])), None)
-            if text is not None:
-                failed[group] = text
+        failed = self.failed_attempts(prompts, answers, ctx)
         group_roles = [REFLECT if g in failed else SOLVE for g in range(groups)]
         rows = [
             self.config.reflect_template.format(prompt=text_prompt(prompt, role=REFLECT), attempt=failed[i // size])
@@ -60,7 +63,7 @@ class Rrr(Plugin):
         )
         retry_correct, retry_texts = [None] * len(prompts), [None] * len(prompts)
         for i, retry in zip(reflecting, retries):
-            retry_correct[i] = bool(self.is_correct(retry.text, answers[i]))
+            retry_correct[i] = self.config.is_correct(retry.text, answers[i])
             retry_texts[i] = retry.text
         ctx.acted(len(failed), of=groups, hint=f"no group failed any of its rrr.attempts {self.config.attempts}")
         ctx.log("failed_groups", len(failed) / groups)

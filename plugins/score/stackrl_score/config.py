@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from stackrl import ConfigError
-from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.blocks.turns import check_instruction
+from stackrl.rewards import OutcomeSettings
 from stackrl.tasks import RETRY_INSTRUCTION
 
 
 @dataclass
-class ScoreConfig:
+class ScoreConfig(OutcomeSettings):
+    section: ClassVar[str] = "score"  # its metric tells a right attempt
     # Injected between the two attempts, masked out of the loss. The built-in task's retry instruction, so that
     # the trajectory reads as its retry format (docs/roles.md); the paper asks in words to find and fix mistakes.
     instruction: str = "\n" + RETRY_INSTRUCTION + "\n"
@@ -22,17 +25,12 @@ class ScoreConfig:
     # Stage II's alpha: the second attempt earns bonus * (second correct - first correct) on top of its reward
     # (the reimplementation's rs_coef 1.0).
     bonus: float = 1.0
-    metric: str = "exact_match"  # the built-in outcome reward that tells a right attempt
-    answer_column: str = "answer"
 
-    def __post_init__(self):
-        if self.metric not in OUTCOME_REWARDS:
-            raise ConfigError(f"score.metric: must be a built-in outcome reward ({', '.join(OUTCOME_REWARDS)}), not {self.metric!r}")
+    def check(self):
+        check_instruction("score", "instruction", self.instruction)
         if self.stage_two_step < 0:
             raise ConfigError(f"score.stage_two_step: must be 0 or more, not {self.stage_two_step}")
         if self.first_attempt_kl < 0:
             raise ConfigError(f"score.first_attempt_kl: must be 0 or more, not {self.first_attempt_kl}")
         if self.bonus < 0:
             raise ConfigError(f"score.bonus: must be 0 or more (it rewards fixes and penalises breaks), not {self.bonus}")
-        if not self.instruction.strip():
-            raise ConfigError("score.instruction: must hold the instruction injected between the attempts")

@@ -13,15 +13,10 @@ from __future__ import annotations
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.kl import reference_kl
 from stackrl.blocks.turns import (
-    SEGMENTS_COLUMN,
-    first_turn,
-    generate_turn,
-    packed_samples,
-    segment_advantages,
-    segments_of,
-    transitions,
+    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
+    rollout_segment_advantages, transitions,
 )
-from stackrl.rewards import OUTCOME_REWARDS, reference_answers
+from stackrl.plugin import training_only
 from stackrl_score.config import ScoreConfig
 from stackrl_score.rewards import attempt_rewards
 
@@ -35,7 +30,6 @@ class Score(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.is_correct = OUTCOME_REWARDS[self.config.metric]
         self.stage = 1 if self.config.stage_two_step > 0 else 2
         self.switched_at: int | None = None  # the step stage II began at
 
@@ -44,24 +38,14 @@ class Score(Plugin):
         return [run.past_end("score.stage_two_step", self.config.stage_two_step + 1, "stage II trains")]
 
     @hookimpl
+    @training_only
     def generate_rollout(self, prompts, ctx):
-        if not ctx.training:  # held-out evaluation measures plain solving
-            return None
         instruction = ctx.tokenizer(self.config.instruction, add_special_tokens=False)["input_ids"]
         trajectories = first_turn(prompts, ANSWER, ctx)
         for trajectory in trajectories:
             trajectory.inject(instruction)
         generate_turn(trajectories, ANSWER, ctx)
         return packed_samples(trajectories, {STAGE_COLUMN: [self.stage] * len(prompts)})
-
-    def _correct(self, rollout) -> list[tuple[bool, bool]]:
-        """Each row's (first attempt right, second attempt right)."""
-        answers = reference_answers(rollout.columns, self.config.answer_column, plugin=self.name,
-                                    purpose="judge attempts against")
-        return [
-            tuple(bool(self.is_correct(s.text, answer)) for s in segments)
-            for segments, answer in zip(segments_of(rollout, plugin=self.name), answers)
-        ]
 
     @hookimpl
     def reward(self, ctx):
@@ -72,18 +56,22 @@ class Score(Plugin):
         ctx.acted(sum(len(c) > 1 for c in correct), of=len(correct))
         for name, value in transitions([c[0] for c in correct], [c[1] for c in correct]).items():
             ctx.log(name, value)
-        ctx.log("first_attempt_correct", sum(c[0] for c in correct) / len(correct))
-        return [float(c[-1]) for c in correct]  # the final answer's; advantages come from each attempt's reward
+        # Advantages come from each attempt's own reward.
+        return final_answer_rewards(ctx, correct, first="first_attempt_correct")
 
     @hookimpl
     def estimate_advantages(self, ctx):
-        rollout = ctx.rollout
-        if SEGMENTS_COLUMN not in rollout.columns:
+        if SEGMENTS_COLUMN not in ctx.rollout.columns:
             return None
-        stages = rollout.columns[STAGE_COLUMN]
-        values = [attempt_rewards(*c, stage, self.config.bonus) for c, stage in zip(self._correct(rollout), stages)]
-        width = rollout.completion_mask().size(1)
-        return segment_advantages(values, segments_of(rollout, plugin=self.name), rollout.group_size, width)
+        correct, stages = self._correct(ctx.rollout), ctx.rollout.columns[STAGE_COLUMN]
+        values = [attempt_rewards(*c, stage, self.config.bonus) for c, stage in zip(correct, stages)]
+        return rollout_segment_advantages(ctx.rollout, values)
+
+    def _correct(self, rollout) -> list[list[bool]]:
+        """Each row's [first attempt right, second attempt right]."""
+        right = lambda segment, answer: self.config.is_correct(segment.text, answer)  # noqa: E731
+        return judged_segments(rollout, right, plugin=self.name, column=self.config.answer_column,
+                               purpose="judge attempts against")
 
     @hookimpl
     def train_begin(self, ctx):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from stackrl import ConfigError
 from stackrl.answers import AnswerSettings
@@ -17,6 +18,7 @@ CANDIDATE_TEMPLATE = "{candidate}\n" + RETRY_INSTRUCTION + "\n"
 
 @dataclass
 class SdrlConfig(AnswerSettings):
+    section: ClassVar[str] = "sdrl"
     debate_share: float = 0.5  # share of each batch's groups that answer after a debate context; the rest solve alone
     # First-turn solutions per debate group, the pool the context is chosen from; trained, they take that many of
     # the group's rows, and the default leaves two replies in a group of four.
@@ -33,6 +35,7 @@ class SdrlConfig(AnswerSettings):
     answer_column: str = "answer"
 
     def __post_init__(self):
+        super().__post_init__()
         if not 0 < self.debate_share <= 1:
             raise ConfigError(f"sdrl.debate_share: must be in (0, 1], not {self.debate_share}")
         if self.candidates < 1:

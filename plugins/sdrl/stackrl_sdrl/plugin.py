@@ -29,7 +29,6 @@ class Sdrl(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        extractor_of(self.config, "sdrl")  # refuses a bad answer_regex before training
         self.is_correct = OUTCOME_REWARDS[self.config.metric]
         share = self.config.debate_share
         self.shares = {RETRY: 1.0} if share == 1 else {SOLVE: 1 - share, RETRY: share}

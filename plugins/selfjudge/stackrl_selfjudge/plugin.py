@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from stackrl import PluginError, hookimpl
-from stackrl.blocks.judges import JudgeReward, JudgeSettings, Mode, Scale
+from stackrl.blocks.judges import JudgeReward, JudgeSettings, Scale
 from stackrl.blocks.selfinstruct import SelfInstruct, SelfInstructSettings
 
 VERIFICATION = (
@@ -23,7 +23,6 @@ VERIFICATION = (
 class SelfJudgeConfig(JudgeSettings):
     judge_template: str = VERIFICATION
     scale: Scale = Scale.correct_wrong
-    mode: Mode = Mode.generate
     verdict_prefix: Optional[str] = "Verdict:"
     max_new_tokens: int = 1024
     # The practice-problem loop (off until every_steps is set): written problems join the pool label-free.
@@ -35,7 +34,6 @@ class SelfJudge(JudgeReward):
 
     Config = SelfJudgeConfig
     section = "selfjudge"
-    activity = "completions got a well-formed judgement"
 
     def __init__(self, config=None):
         super().__init__(config)

@@ -17,12 +17,12 @@ from stackrl_rise import Rise, RiseConfig
 
 @dataclass
 class SelfVerifyConfig(RiseConfig):
-    section: ClassVar[str] = "selfverify"
     verify_share: float = 0.5  # generation and verification trained side by side, half the groups each
-    correct: float = 1.0
+    section: ClassVar[str] = "selfverify"
+    # The plain 1/0 rewards: RISE's 1 for a right answer (`correct`) and for an agreeing verdict (`agree`), and 0,
+    # not its penalties, for all else.
     wrong: float = 0.0
     unanswered: float = 0.0
-    agree: float = 1.0
     disagree: float = 0.0
     no_verdict: float = 0.0
     min_critique_chars: int = 0  # the paper scores the verdict alone

@@ -6,11 +6,12 @@ written problem stays only if its first group's agreement lies in the same band.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
 from stackrl import ConfigError, Plugin, PluginError, hookimpl
-from stackrl.answers import AnswerSettings, extractor_of, groups_of, read_answers
+from stackrl.answers import AnswerSettings, groups_of, read_answers
 from stackrl.blocks.selfinstruct import SelfInstruct, SelfInstructSettings
 
 
@@ -18,6 +19,7 @@ from stackrl.blocks.selfinstruct import SelfInstruct, SelfInstructSettings
 class SeRLConfig(AnswerSettings):
     # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify (true, as the
     # authors' check).
+    section: ClassVar[str] = "serl"
     # The difficulty filter: a group whose mean reward lies outside [min_mean_reward, max_mean_reward] is kept
     # out of the policy loss in training (the authors' --reward_difficulty_bounds 0.2 0.8).
     difficulty_filter: bool = True
@@ -35,6 +37,7 @@ class SeRLConfig(AnswerSettings):
     unanswered_votes: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if not 0.0 <= self.min_mean_reward <= self.max_mean_reward <= 1.0:
             raise ConfigError(
                 f"serl.min_mean_reward and serl.max_mean_reward must satisfy 0 <= min <= max <= 1, "
@@ -61,7 +64,6 @@ class SeRL(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        extractor_of(self.config, "serl")  # refuses a bad answer_regex before training
         self.instruct = SelfInstruct(self.config.self_instruct, "serl")
         self.pending: set[int] = set()  # written rows whose first group has not been seen yet
         self.batches_seen = 0  # the pool's batch count at the last filter: one filter per generation batch

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from stackrl.blocks.judges import JudgeReward, JudgeSettings, Mode, Scale
+from stackrl.blocks.judges import JudgeReward, JudgeSettings, Scale
 
 SCORING = (
     "Rate the translation below on a scale from 0 to 100, where 0 means it conveys none of the source's meaning "
@@ -20,10 +20,10 @@ SCORING = (
 
 @dataclass
 class SSRConfig(JudgeSettings):
-    judge_template: str = SCORING
+    # A score from 0 to 100 on the line the judgement ends with, asked for by the template.
     scale: Scale = Scale.score_100
-    mode: Mode = Mode.generate
     verdict_prefix: Optional[str] = "Score:"
+    judge_template: str = SCORING
     max_new_tokens: int = 512
 
 
@@ -32,4 +32,3 @@ class SSR(JudgeReward):
 
     Config = SSRConfig
     section = "ssr"
-    activity = "completions got a well-formed judgement"

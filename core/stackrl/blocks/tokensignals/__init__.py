@@ -10,7 +10,8 @@ a hint, an assertion that the answer is right or wrong) into per-token credit sh
 - :func:`entropy_and_topk_mass`: per-position statistics computed a chunk of positions at a time;
 - :mod:`stackrl.blocks.tokensignals.modulators`: signals into advantages (magnitude weights, budget-preserving
   reallocation, routing, gates), and the tokens a reshaping changed, reported as a plugin's activity;
-- :class:`CollapseGate`: switches a term off once a batch statistic (a teacher's entropy) collapses; checkpointed.
+- :class:`CollapseGate`: switches a term off once a batch statistic (a teacher's entropy) collapses; checkpointed;
+- :class:`TeacherGapSettings`: the config piece of a method whose gap acts on the advantages or as a loss term.
 """
 
 from stackrl.blocks.tokensignals.contexts import DERIVED_FIELDS, REFERENCE, STUDENT, SignalContext, derived_fields
@@ -30,6 +31,7 @@ from stackrl.blocks.tokensignals.modulators import (
     route,
 )
 from stackrl.blocks.tokensignals.service import TokenSignals
+from stackrl.blocks.tokensignals.settings import TeacherGapSettings
 from stackrl.blocks.tokensignals.statistics import entropy_and_topk_mass
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "REFERENCE",
     "STUDENT",
     "SignalContext",
+    "TeacherGapSettings",
     "TokenSignals",
     "acted_on_tokens",
     "bounded_weights",
