@@ -86,6 +86,22 @@ def test_the_return_to_go_adds_gradient_but_no_value():
                           forward_kl(student, target))
 
 
+def test_the_return_to_go_credits_each_token_with_the_later_tokens_divergence_only():
+    """On one sampled completion: the added gradient at token t is G_t times that of log student_t(y_t), G_t the
+    sum of D over the later tokens (0 at the last). A G_t that counted D_t too has the same expectation (D_t does
+    not depend on y_t), so only the per-sample gradient tells the two apart."""
+    logits = torch.randn(3, V, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    target = torch.log_softmax(torch.randn(3, V, generator=torch.Generator().manual_seed(3)), -1)
+    tokens = torch.tensor([2, 0, 1])
+    student = logits.log_softmax(-1)
+    added = trajectory_divergence(student, target, tokens, [3]) - reverse_kl(student, target)
+    (got,) = torch.autograd.grad(added.sum(), logits, retain_graph=True)
+    divergence = reverse_kl(student, target).detach()
+    later = torch.stack([divergence[1:].sum(), divergence[2], torch.tensor(0.0)])
+    (sampled,) = torch.autograd.grad((later * student.gather(-1, tokens[:, None]).squeeze(-1)).sum(), logits)
+    assert torch.allclose(got, sampled, atol=1e-6)
+
+
 # -- the target, on the built-in model --------------------------------------------------------------------------
 
 SAMPLING_TEMPERATURE = 1.5

@@ -2,7 +2,11 @@
 
 from pathlib import Path
 
+import pytest
+
 from stackrl.testing.repository import load_script
+
+pytestmark = pytest.mark.mechanism
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "diagnostic.py"
 

@@ -2,7 +2,11 @@
 CPU recipe on stackrl/arith-skills, six of its eight groups verifying. The held-out figures (judging and solving
 after training, against plain GRPO) come from benchmarks/mechanism.py."""
 
+import pytest
+
 from stackrl.testing.judging import VerifyMechanism
+
+pytestmark = pytest.mark.mechanism
 
 
 class TestMechanism(VerifyMechanism):
