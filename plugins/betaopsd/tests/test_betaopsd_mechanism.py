@@ -4,7 +4,11 @@ reference to the teacher). The full figures come from benchmarks/mechanism.py.""
 
 from pathlib import Path
 
+import pytest
+
 from stackrl.testing.repository import load_script
+
+pytestmark = pytest.mark.mechanism
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 SHORT = ["trainer.per_device_train_batch_size=16", "trainer.learning_rate=3.0e-4"]

@@ -99,6 +99,7 @@ def test_bad_settings_name_the_key():
         CscrConfig(floor=1.5)
 
 
+@pytest.mark.mechanism
 def test_the_papers_diagnostic_reproduces_and_accuracy_holds():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
     mechanism = load_script(BENCHMARK)

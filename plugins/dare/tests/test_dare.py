@@ -75,6 +75,7 @@ def arith_samples(tmp_path_factory):
     return mechanism.sample_groups(questions=24, group_size=8, seed=0)
 
 
+@pytest.mark.mechanism
 def test_a_label_free_run_logs_every_components_truth_agreement_and_keeps_accuracy():
     """The CPU recipe, short, with a second reward component muted beside DARE: the host logs the AUROC of both
     against the hidden answers and DARE's pseudo-label accuracy; held-out pass@1 does not fall."""

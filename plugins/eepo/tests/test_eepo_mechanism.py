@@ -3,7 +3,11 @@ GRPO. The full figures (3 seeds) come from benchmarks/mechanism.py."""
 
 from pathlib import Path
 
+import pytest
+
 from stackrl.testing.repository import load_script
+
+pytestmark = pytest.mark.mechanism
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 

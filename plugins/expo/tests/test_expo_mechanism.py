@@ -7,6 +7,8 @@ import pytest
 
 from stackrl.testing.repository import load_script
 
+pytestmark = pytest.mark.mechanism
+
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 

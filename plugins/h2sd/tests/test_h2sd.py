@@ -137,6 +137,7 @@ def test_bad_settings_name_the_key():
         H2sdConfig(teacher="ema")
 
 
+@pytest.mark.mechanism
 def test_failed_rollouts_come_closer_to_the_hinted_teacher_and_accuracy_holds():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py); the
     success branch's teacher copies the shown response (mean log-prob near 0), as the README says."""

@@ -6,11 +6,15 @@ and pass@k after stage 2 against plain RLVR."""
 import math
 from pathlib import Path
 
+import pytest
+
 from stackrl.tasks.arithmetic import make_dataset
 from stackrl.testing.repository import load_script
 
 from stackrl_mrrlvr import Mrrlvr, MrrlvrConfig
 from stackrl_mrrlvr.plugin import STEP_COLUMN
+
+pytestmark = pytest.mark.mechanism
 
 MECHANISM = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py")
 SWITCH = 8

@@ -197,6 +197,7 @@ def test_ema_teacher_moves_by_the_decay_after_every_step(make_config):
     assert moved > 1e-4, "the policy moved, so a frozen copy, a plain copy or a swapped decay would all differ"
 
 
+@pytest.mark.mechanism
 def test_a_short_run_brings_the_student_to_its_teacher_and_keeps_accuracy():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
     mechanism = load_script(BENCHMARK)

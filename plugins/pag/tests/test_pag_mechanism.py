@@ -6,11 +6,15 @@ from pathlib import Path
 
 import torch
 
+import pytest
+
 from stackrl.rewards import exact_match
 from stackrl.tasks import parse_verdict
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
 from stackrl.testing.judging import advantage_figures, groups_split, judge_figures
+
+pytestmark = pytest.mark.mechanism
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "pag-cpu.yaml"
 

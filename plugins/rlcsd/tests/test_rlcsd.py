@@ -140,6 +140,7 @@ def test_bad_settings_name_the_key():
         RlcsdConfig(coefficient=-0.1)
 
 
+@pytest.mark.mechanism
 def test_the_contrast_points_to_the_right_answer_and_accuracy_holds():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
     mechanism = load_script(BENCHMARK)
