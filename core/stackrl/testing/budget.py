@@ -41,7 +41,7 @@ def plugin_of(nodeid: str) -> str | None:
     return parts[1] if len(parts) > 2 and parts[0] == "plugins" else None
 
 
-@dataclass
+@dataclass(eq=False)  # a plugin: pluggy keeps plugins in sets, by identity
 class TimeBudget:
     plugin_budget: float
     test_ceiling: float
