@@ -101,7 +101,8 @@ def test_shared_session_fixtures_are_not_charged_but_a_plugins_own_are(pytester)
 
 
 def test_under_xdist_the_controller_adds_up_the_workers_reports(suite):
-    result = suite.runpytest_subprocess("-p", "stackrl.testing.budget", "-n", "2")
+    # Without the test kit's fixtures (-p no:stackrl), which these tests do not use: the workers start quicker.
+    result = suite.runpytest_subprocess("-p", "stackrl.testing.budget", "-p", "no:stackrl", "-n", "2")
     result.assert_outcomes(passed=7)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["TIME BUDGET: plugin slow: 1.[12]s over the 1s budget*"])
