@@ -20,15 +20,19 @@ def test_mechanism():
 """
 
 
+def limits(pytester, budget=0, ceiling=0):
+    pytester.makeini(f"""
+        [pytest]
+        plugin_time_budget = {budget}
+        test_time_ceiling = {ceiling}
+        markers = mechanism: slow
+    """)
+
+
 @pytest.fixture
 def suite(pytester):
     """Two plugins' tests and a host test, under a 1 s budget and a 2 s ceiling."""
-    pytester.makeini("""
-        [pytest]
-        plugin_time_budget = 1
-        test_time_ceiling = 2
-        markers = mechanism: slow
-    """)
+    limits(pytester, budget=1, ceiling=2)
     pytester.makepyfile(**{
         "plugins/slow/tests/test_slow.py": SLEEPS.format(long=1.0),
         "plugins/quick/tests/test_quick.py": SLEEPS.format(long=0.1),
@@ -51,22 +55,14 @@ def test_a_plugin_over_its_budget_fails_the_run_naming_its_total_and_slowest_tes
 
 
 def test_within_budget_the_run_passes(suite):
-    suite.makeini("""
-        [pytest]
-        plugin_time_budget = 5
-        test_time_ceiling = 5
-        markers = mechanism: slow
-    """)
+    limits(suite, budget=5, ceiling=5)
     result = suite.runpytest("-p", "stackrl.testing.budget")
     assert result.ret == pytest.ExitCode.OK
     assert "TIME BUDGET" not in result.stdout.str()
 
 
 def test_a_test_over_the_ceiling_is_named(pytester):
-    pytester.makeini("""
-        [pytest]
-        test_time_ceiling = 0.5
-    """)
+    limits(pytester, ceiling=0.5)
     pytester.makepyfile(test_host="import time\n\ndef test_slow():\n    time.sleep(0.6)\n")
     result = pytester.runpytest("-p", "stackrl.testing.budget")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -74,10 +70,7 @@ def test_a_test_over_the_ceiling_is_named(pytester):
 
 
 def test_shared_session_fixtures_are_not_charged_but_a_plugins_own_are(pytester):
-    pytester.makeini("""
-        [pytest]
-        plugin_time_budget = 0.5
-    """)
+    limits(pytester, budget=0.5)
     pytester.makeconftest("""
         import time
         import pytest
