@@ -47,9 +47,8 @@ def test_a_plugin_over_its_budget_fails_the_run_naming_its_total_and_slowest_tes
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*seconds per plugin, tests not marked mechanism*",
-        "slow *1.[12]",
-        "quick *0.[23]",
-        "TIME BUDGET: plugin slow: 1.[12]s over the 1s budget (slowest: test_long 1.0s, test_short 0.[12]s)",
+        "slow 1.*   quick 0.*",
+        "TIME BUDGET: plugin slow: 1.*s over the 1s budget (slowest: test_long 1.*s, test_short 0.*s)",
     ])
     assert "plugin quick:" not in result.stdout.str()
 
@@ -66,7 +65,7 @@ def test_a_test_over_the_ceiling_is_named(pytester):
     pytester.makepyfile(test_host="import time\n\ndef test_slow():\n    time.sleep(0.6)\n")
     result = pytester.runpytest("-p", "stackrl.testing.budget")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["TIME BUDGET: test test_host.py::test_slow: 0.6s over the 0.5s ceiling"])
+    result.stdout.fnmatch_lines(["TIME BUDGET: test test_host.py::test_slow: 0.*s over the 0.5s ceiling"])
 
 
 def test_shared_session_fixtures_are_not_charged_but_a_plugins_own_are(pytester):
@@ -89,7 +88,7 @@ def test_shared_session_fixtures_are_not_charged_but_a_plugins_own_are(pytester)
     })
     result = pytester.runpytest("-p", "stackrl.testing.budget")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["TIME BUDGET: plugin b: 0.6s over the 0.5s budget*"])
+    result.stdout.fnmatch_lines(["TIME BUDGET: plugin b: 0.*s over the 0.5s budget*"])
     assert "plugin a:" not in result.stdout.str()
 
 
@@ -98,4 +97,4 @@ def test_under_xdist_the_controller_adds_up_the_workers_reports(suite):
     result = suite.runpytest_subprocess("-p", "stackrl.testing.budget", "-p", "no:stackrl", "-n", "2")
     result.assert_outcomes(passed=7)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["TIME BUDGET: plugin slow: 1.[12]s over the 1s budget*"])
+    result.stdout.fnmatch_lines(["TIME BUDGET: plugin slow: 1.*s over the 1s budget*"])

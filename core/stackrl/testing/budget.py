@@ -13,6 +13,7 @@ controller, which receives every report, adds them up.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -111,11 +112,10 @@ class TimeBudget:
     def pytest_terminal_summary(self, terminalreporter):
         if not (self.plugin_budget or self.test_ceiling) or not self.charged:
             return
-        totals = self.totals()
-        if totals:
+        if totals := self.totals():
             terminalreporter.write_sep("=", "seconds per plugin, tests not marked mechanism")
-            width = max(map(len, totals))
-            for plugin, total in totals.items():
-                terminalreporter.write_line(f"{plugin:<{width}} {total:6.1f}")
+            table = "   ".join(f"{plugin} {total:.1f}" for plugin, total in totals.items())
+            for line in textwrap.wrap(table, terminalreporter._tw.fullwidth, break_long_words=False):
+                terminalreporter.write_line(line)
         for line in self.overruns():
             terminalreporter.write_line(f"TIME BUDGET: {line}", red=True, bold=True)
