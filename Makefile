@@ -7,8 +7,10 @@ TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 
-# Tests run in parallel, one process per core (pytest-xdist): CI has two.
-PYTEST := HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto
+# Tests run in parallel, one process per core (pytest-xdist): CI has two. A module's tests, or a class's, go to one
+# process, where they share the module's fixtures (the multi-process runs, the built wheels) instead of each process
+# building them again.
+PYTEST := HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadscope
 
 .PHONY: demo test bench
 
