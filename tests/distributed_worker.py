@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,14 +41,10 @@ def launch(model_dir, runs: list[dict], out: Path, nproc: int = NPROC) -> None:
     }
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1", "--master_port", str(port),
-        __file__, str(spec),
-    ]  # fmt: skip
+    # --standalone: the rendezvous store binds a port the system picks (localhost:0) and keeps it, so launches in
+    # parallel test processes never race for one.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), __file__,
+           str(spec)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
 

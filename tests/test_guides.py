@@ -42,9 +42,11 @@ def test_readme_set_up_says_how_to_reach_the_commands_and_where_torch_comes_from
     for name in variables:
         assert re.search(rf"^{name} \?=", MAKEFILE, re.MULTILINE), f"the Makefile has no variable {name}"
         assert f"$({name})" in MAKEFILE
-    # The test command prints the slowest tests, as the README says.
-    assert "--durations=15" in re.search(r"^test:.*\n\t(.*)", MAKEFILE, re.MULTILINE).group(1)
-    assert "--durations=15" in after_commands
+    # The test command prints the slowest tests and leaves the mechanism tests to `make bench`, as the README says.
+    recipe = lambda target: re.search(rf"^{target}:.*\n\t(.*)", MAKEFILE, re.MULTILINE).group(1)  # noqa: E731
+    assert "--durations=15" in recipe("test") and '-m "not mechanism"' in recipe("test")
+    assert "-m mechanism" in recipe("bench")
+    assert "--durations=15" in after_commands and "make bench" in after_commands
 
 
 def test_readme_config_table_has_a_row_per_top_level_key():

@@ -76,7 +76,7 @@ def test_ctrl_c_stops_cleanly_and_the_command_resumes_exactly(tiny_model_dir, tm
     path = tmp_path / "run.yaml"
     # Checkpoints far apart: the run is interrupted a step or two after one is passed, well before the next.
     # Constant lr: the first run's length does not shape the schedule.
-    trainer = {**TINY_TRAINER, "save_strategy": "steps", "save_steps": 10, "max_steps": 1000,
+    trainer = {**TINY_TRAINER, "save_strategy": "steps", "save_steps": 5, "max_steps": 1000,
                "lr_scheduler_type": "constant"}
     path.write_text(yaml.safe_dump({
         "model": {"name_or_path": str(tiny_model_dir)},

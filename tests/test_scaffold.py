@@ -1,6 +1,7 @@
 """`stackrl new-plugin`: the generated package installs, is found, passes its own tests and stacks with others."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,31 +15,34 @@ from stackrl.scaffold import new_plugin
 from stackrl.testing.tiny import TINY_TRAINER
 
 
-def pip(*args):
-    subprocess.run([sys.executable, "-m", "pip", "--quiet", *args], check=True)
-
-
 @pytest.fixture
 def generated(tmp_path):
+    """The generated plugin and the environment of a process that finds it installed.
+
+    pip installs it into a folder of its own on ``PYTHONPATH``, not into this environment: the tests running
+    alongside in other processes must not find a plugin they do not expect."""
     folder = new_plugin("fresh_method", tmp_path)
-    pip("install", "--no-deps", "--no-build-isolation", "-e", str(folder))
-    yield folder
-    pip("uninstall", "--yes", "stackrl-fresh_method")
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "--quiet", "install", "--no-deps", "--no-build-isolation",
+                    "--target", str(site), str(folder)], check=True)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return folder, {**os.environ, "PYTHONPATH": path}
 
 
-def run(*args, cwd=None):
+def run(*args, cwd=None, env=None):
     """A command in a fresh interpreter: only a new process sees a package installed after this one started."""
-    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return done.stdout
 
 
 def test_generated_plugin_installs_passes_its_tests_and_stacks(generated, tiny_model_dir, tmp_path):
-    listed = {row["name"]: row for row in json.loads(run("-m", "stackrl.cli", "plugins", "--json"))}
+    generated, env = generated
+    listed = {row["name"]: row for row in json.loads(run("-m", "stackrl.cli", "plugins", "--json", env=env))}
     assert listed["fresh_method"]["status"] == "ok"
     assert listed["fresh_method"]["hooks"] == ["transform_prompts", "reward", "reshape_advantages", "loss_term", "post_step"]
 
-    run("-m", "pytest", "-q", "-p", "no:warnings", str(generated / "tests"), cwd=generated)
+    run("-m", "pytest", "-q", "-p", "no:warnings", str(generated / "tests"), cwd=generated, env=env)
 
     # Stacked after a method plugin of this repository, through the command users run.
     config = tmp_path / "stacked.yaml"
@@ -51,7 +55,7 @@ def test_generated_plugin_installs_passes_its_tests_and_stacks(generated, tiny_m
         "eval": {"before_and_after": False},
         "output_dir": str(tmp_path / "run"),
     }))
-    run("-m", "stackrl.cli", "train", str(config))
+    run("-m", "stackrl.cli", "train", str(config), env=env)
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if "fresh_method/scale" in m] == [1, 2]
     assert all("loss/opsd" in m for m in metrics if "fresh_method/scale" in m)

@@ -6,6 +6,8 @@
 - ``hook_recorder``: records every hook call of a run (hook, plugin, result) in order.
 - ``train_steps(config, steps)``: build the trainer and train a few steps, returns the trainer.
 - :class:`stackrl.testing.conformance.PluginConformance`: the checks every plugin package should pass.
+- :mod:`stackrl.testing.budget`: the time a repository's tests may take, per plugin and per test (the ini options
+  ``plugin_time_budget`` and ``test_time_ceiling``; this repository's ``conftest.py`` loads it).
 """
 
 import os

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from filelock import FileLock
 from transformers import TrainerCallback
 
 import stackrl.testing  # noqa: F401  (sets the offline environment before transformers is imported)
@@ -45,8 +47,17 @@ class HookRecorder:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    """A random tiny Qwen2 and a tokenizer trained on the built-in task, saved once per session."""
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+    """A random tiny Qwen2 and a tokenizer trained on the built-in task, saved once per session.
+
+    Under pytest-xdist the session's processes share one folder, beside their own temporary folders: the first to
+    take the lock builds the model, the others wait for it and read it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+    folder = tmp_path_factory.getbasetemp().parent / "tiny-model"
+    with FileLock(f"{folder}.lock"):
+        if not folder.is_dir():
+            build_tiny_model(folder.with_name("tiny-model.partial")).rename(folder)
+    return folder
 
 
 @pytest.fixture

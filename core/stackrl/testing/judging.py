@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
 import torch
 
 from stackrl.context import Rollout
@@ -71,6 +72,7 @@ class VerifyMechanism:
     raises the critiques whose verdict is right and lowers those whose verdict is wrong. A plugin's test module
     subclasses it as ``TestMechanism``, setting ``plugin_name``; the held-out figures come from benchmarks."""
 
+    pytestmark = pytest.mark.mechanism  # inherited by each plugin's TestMechanism
     plugin_name = ""
 
     def test_its_verifications_of_on_policy_attempts_split_and_right_verdicts_are_pushed_up(self, tmp_path):
@@ -209,6 +211,7 @@ class JudgingMechanism:
     near 0 or of the wrong sign). A plugin's test module subclasses it as ``TestMechanism``, setting
     ``plugin_name``."""
 
+    pytestmark = pytest.mark.mechanism  # inherited by each plugin's TestMechanism
     plugin_name = ""
 
     def test_its_judgements_of_its_own_solutions_rank_right_above_wrong(self, tmp_path):

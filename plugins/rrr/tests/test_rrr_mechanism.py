@@ -6,12 +6,16 @@ from pathlib import Path
 
 import torch
 
+import pytest
+
 from stackrl.rewards import REFLECT, ROLE_COLUMN
 from stackrl.tasks import parse_verdict
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
 from stackrl.testing.judging import JudgedSteps, advantage_figures, finds_the_slip, groups_split
 from stackrl_rrr.plugin import RETRY_CORRECT
+
+pytestmark = pytest.mark.mechanism
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rrr-cpu.yaml"
 

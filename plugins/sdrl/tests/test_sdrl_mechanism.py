@@ -6,11 +6,15 @@ from pathlib import Path
 
 import torch
 
+import pytest
+
 from stackrl.rewards import extract_answer
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
 from stackrl.testing.judging import advantage_figures, groups_split
 from stackrl_sdrl.config import CANDIDATE_TEMPLATE
+
+pytestmark = pytest.mark.mechanism
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sdrl-cpu.yaml"
 CATEGORIES = '["3 steps, 1-digit", "4 steps, 1-digit"]'
