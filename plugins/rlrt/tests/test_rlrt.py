@@ -111,6 +111,7 @@ def test_bad_settings_name_the_key():
         RlrtConfig(clip=-1.0)
 
 
+@pytest.mark.mechanism
 def test_self_driven_tokens_are_boosted_and_accuracy_holds():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
     mechanism = load_script(BENCHMARK)

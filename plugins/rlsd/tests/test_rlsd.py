@@ -111,6 +111,7 @@ def test_bad_settings_name_the_key():
         RlsdConfig(mix_decay_steps=-1)
 
 
+@pytest.mark.mechanism
 def test_wrong_rollouts_are_blamed_off_their_correct_steps_and_accuracy_holds():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
     mechanism = load_script(BENCHMARK)

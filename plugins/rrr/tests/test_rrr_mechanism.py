@@ -4,6 +4,7 @@ comes from benchmarks/mechanism.py."""
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from stackrl.roles import REFLECT, ROLE_COLUMN
@@ -12,6 +13,8 @@ from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
 from stackrl.testing.judging import JudgedSteps, advantage_figures, finds_the_slip, groups_split
 from stackrl_rrr.plugin import RETRY_CORRECT
+
+pytestmark = pytest.mark.mechanism
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "rrr-cpu.yaml"
 

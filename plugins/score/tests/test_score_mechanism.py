@@ -9,9 +9,13 @@ from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
+import pytest
+
 from stackrl.rewards import exact_match
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import advantage_context, recipe_config
+
+pytestmark = pytest.mark.mechanism
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "score-cpu.yaml"
 ONE_DIGIT = 'data.options.categories=["2 steps, 1-digit","3 steps, 1-digit"]'

@@ -4,6 +4,7 @@ debate context against copying one of its candidates, against plain GRPO) come f
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from stackrl.rewards import extract_answer
@@ -11,6 +12,8 @@ from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
 from stackrl.testing.judging import advantage_figures, groups_split
 from stackrl_sdrl.config import CANDIDATE_TEMPLATE
+
+pytestmark = pytest.mark.mechanism
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sdrl-cpu.yaml"
 CATEGORIES = '["3 steps, 1-digit", "4 steps, 1-digit"]'

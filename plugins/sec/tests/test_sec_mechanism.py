@@ -3,7 +3,11 @@ figures (3 seeds, 20 steps, against uniform sampling) come from benchmarks/mecha
 
 from pathlib import Path
 
+import pytest
+
 from stackrl.testing.repository import load_script
+
+pytestmark = pytest.mark.mechanism
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 # The built-in model's held-out pass@1 before training (benchmarks/mechanism.py): 0.69 on this category, where
