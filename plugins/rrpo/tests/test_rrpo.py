@@ -143,6 +143,7 @@ def test_random_resets_share_the_batch_with_solving_groups(make_config):
             assert trainer.processing_class.decode(rollout.prompt_ids[i]) == rollout.prompts[i]
 
 
+@pytest.mark.mechanism
 def test_oracle_resets_succeed_more_and_spread_more_than_random_ones(tmp_path):
     """The measured figures (three seeds) are in the README; short here: one seed, three steps."""
     mechanism = load_script(BENCHMARK)
