@@ -124,6 +124,7 @@ def _mean_logprob(model, pairs) -> float:
     return total / len(pairs)
 
 
+@pytest.mark.mechanism
 def test_the_next_start_is_the_old_start_fine_tuned_on_the_successes_of_hard_groups(tmp_path):
     """One iteration of the CPU recipe on the built-in model (3 steps of 8 problems x 8 samples): the phase gets the
     distinct successes of the groups at most half right and nothing else; the new start is the old start, not the
