@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import pytest
-
 from stackrl.rewards import exact_match
 from stackrl.tasks import parse_verdict
 from stackrl.testing.fixtures import train_steps

@@ -2,6 +2,7 @@
 them; the fine-tuned start begins the next iteration, across a resume too."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -65,8 +66,8 @@ def test_only_distinct_successes_of_hard_groups_are_kept(tiny_model_dir):
 def test_each_iteration_restarts_from_its_start_and_the_result_starts_the_next(make_config):
     """With a vanishing RFT learning rate the phase leaves the start as it was: after each iteration the live
     weights are back at the iteration's start (within Adam's step), not where RL took them."""
-    config = make_config(["digit_reward", "rloop"], rloop={"iteration_steps": 2, "rft_learning_rate": 1e-9, **SUCCESS},
-                         trainer={"max_steps": 4, "learning_rate": 0.02})
+    settings = {"iteration_steps": 2, "rft_learning_rate": 1e-9, "rft_epochs": 3, "rft_batch_size": 3, **SUCCESS}
+    config = make_config(["digit_reward", "rloop"], rloop=settings, trainer={"max_steps": 4, "learning_rate": 0.02})
     starts = []
 
     def monitor(hook, plugin, kwargs, result):
@@ -83,6 +84,8 @@ def test_each_iteration_restarts_from_its_start_and_the_result_starts_the_next(m
     records = map(json.loads, (Path(trainer.args.output_dir) / METRICS_FILE).read_text().splitlines())
     phases = [r for r in records if "phase/rft/pairs" in r]
     assert [r["step"] for r in phases] == [2, 4]
+    # rft_epochs passes over the buffer in batches of rft_batch_size pairs
+    assert all(r["phase/rft/optimizer_steps"] == 3 * math.ceil(r["phase/rft/pairs"] / 3) > 0 for r in phases), phases
     assert trainer.plugins.plugins["rloop"].iteration == 2 and trainer.plugins.plugins["rloop"].buffer == []
 
 
@@ -124,6 +127,7 @@ def _mean_logprob(model, pairs) -> float:
     return total / len(pairs)
 
 
+@pytest.mark.mechanism
 def test_the_next_start_is_the_old_start_fine_tuned_on_the_successes_of_hard_groups(tmp_path):
     """One iteration of the CPU recipe on the built-in model (3 steps of 8 problems x 8 samples): the phase gets the
     distinct successes of the groups at most half right and nothing else; the new start is the old start, not the

@@ -4,6 +4,7 @@ comes from benchmarks/mechanism.py."""
 
 from pathlib import Path
 
+import pytest
 import torch
 
 import pytest

@@ -1,18 +1,19 @@
 """SCoRe: two attempts per row, stage I's KL on first-attempt tokens only, stage II's self-correction bonus."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
 
 from stackrl import ConfigError
-from stackrl.blocks.turns import segment_advantages
+from stackrl.blocks.turns import Segment, segment_advantages
 from stackrl.rewards import exact_match
 from stackrl.tasks import RETRY_INSTRUCTION
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
-from stackrl_score import ScoreConfig, attempt_rewards
+from stackrl_score import Score, ScoreConfig, attempt_rewards
 
 SKILLS = {"name_or_path": "stackrl/arith-skills"}
 EASY = {"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}}
@@ -51,6 +52,34 @@ def test_attempt_rewards_by_stage(first, second, stage, rewards):
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ConfigError, match=message):
         ScoreConfig(**settings)
+
+
+def test_stage_two_begins_once_the_step_stage_two_step_is_done():
+    plugin = Score(ScoreConfig(stage_two_step=2))
+    stages = []
+    for step in (1, 2, 3):
+        plugin.post_step(SimpleNamespace(step=step, log=lambda name, value: None))
+        stages.append(plugin.stage)
+    assert stages == [1, 2, 2] and plugin.switched_at == 2
+    assert Score(ScoreConfig(stage_two_step=0)).stage == 2  # no stage I at all
+
+
+def test_the_kl_term_covers_the_first_attempt_of_stage_one_rows_only(monkeypatch):
+    # Row 0 (stage I): first attempt at tokens 0:3, the second at 5:8; row 1 was sampled in stage II.
+    segments = [[Segment("answer", 0, 0, 3, ""), Segment("answer", 1, 5, 8, "")]] * 2
+    rollout = SimpleNamespace(columns={"segments": segments, "score_stage": [1, 2]})
+    masks = []
+
+    def reference_kl(ctx, mask, model):
+        masks.append(mask.clone())
+        return torch.tensor(0.3)
+
+    monkeypatch.setattr("stackrl_score.plugin.reference_kl", reference_kl)
+    ctx = SimpleNamespace(rollout=rollout, loss_mask=torch.ones(2, 8), log=lambda name, value: None)
+    assert Score(ScoreConfig(first_attempt_kl=0.5)).loss_term(ctx).item() == pytest.approx(0.5 * 0.3)
+    assert masks[0].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [0] * 8]
+    rollout.columns["score_stage"] = [2, 2]
+    assert Score(ScoreConfig(first_attempt_kl=0.5)).loss_term(ctx) is None  # stage II drops the KL
 
 
 def _run(make_config, steps, monitor=None, learning_rate=1e-3, **score):

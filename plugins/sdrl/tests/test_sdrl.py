@@ -1,15 +1,17 @@
 """SDRL: debate groups answer after a context of candidates with distinct answers; both turns are trained."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from stackrl import ConfigError
+from stackrl import ConfigError, Rollout
 from stackrl.answers import make_extractor
 from stackrl.errors import PluginHookError
 from stackrl.rewards import RETRY, SOLVE, exact_match, extract_answer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
-from stackrl_sdrl import SdrlConfig, debate_prompt, diverse_candidates
+from stackrl_sdrl import Sdrl, SdrlConfig, debate_prompt, diverse_candidates
 from stackrl_sdrl.config import CANDIDATE_TEMPLATE
 
 READ = make_extractor("auto")
@@ -29,6 +31,17 @@ def test_the_context_takes_distinct_answers_first():
 def test_the_debate_prompt_shows_each_candidate_as_an_earlier_attempt():
     prompt = debate_prompt("Q?\n", ["A1", "A2"], CANDIDATE_TEMPLATE)
     assert prompt == "Q?\nA1\nTry again.\nA2\nTry again.\n"
+
+
+def test_a_debate_groups_candidates_and_replies_are_normalised_apart():
+    # One debate group: two candidates (one right) and two replies (both right). Apart, the replies' shared reward
+    # is their own baseline (advantage 0) and the candidates split; pooled, the replies would be pushed up.
+    rollout = Rollout(["q"] * 4, ["c"] * 4, [[1]] * 4, [[2, 3]] * 4, {"role": [SOLVE, SOLVE, RETRY, RETRY]},
+                      group_size=4)
+    ctx = SimpleNamespace(rollout=rollout, total_reward=torch.tensor([1.0, 0.0, 1.0, 1.0]))
+    advantages = Sdrl(SdrlConfig()).estimate_advantages(ctx)[:, 0]
+    assert advantages[0] > 0 > advantages[1] and advantages[0] == -advantages[1]
+    assert advantages[2:].tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize(

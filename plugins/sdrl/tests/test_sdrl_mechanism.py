@@ -4,6 +4,7 @@ debate context against copying one of its candidates, against plain GRPO) come f
 
 from pathlib import Path
 
+import pytest
 import torch
 
 import pytest

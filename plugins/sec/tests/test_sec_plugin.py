@@ -43,9 +43,15 @@ def test_each_step_moves_the_values_and_reweights_the_pool(make_config):
 
 
 def test_a_rollout_shared_by_several_steps_updates_the_values_once(make_config):
-    trainer = {**QUICK, "per_device_train_batch_size": 6, "steps_per_generation": 2, "max_steps": 2}
-    run = train_steps(make_config(["sec"], trainer=trainer))
-    assert run.plugins.plugins["sec"].batches_seen == run.pool.batches == 1
+    trainer = {**QUICK, "per_device_train_batch_size": 6, "steps_per_generation": 2, "max_steps": 2,
+               "max_completion_length": 48}
+    config = make_config(["sec"], trainer=trainer, model={"name_or_path": "stackrl/arith-tiny"}, sec={"alpha": 0.5})
+    run = train_steps(config)
+    sec, rollout = run.plugins.plugins["sec"], run._rollouts["train"]
+    assert sec.batches_seen == run.pool.batches == 1
+    rewards = category_rewards(rollout.columns["category"], rollout.advantages, rollout.completion_mask())
+    assert sec.values == pytest.approx({c: 0.5 * rewards.get(c, 0.0) for c in sec.values})  # one update, not two
+    assert any(v > 0 for v in sec.values.values()), "no category had a reward spread: the test is void"
 
 
 def test_values_and_draws_survive_a_resume(make_config, tmp_path):

@@ -6,6 +6,7 @@ rules of self-instruction: tests/test_selfinstruct.py)."""
 
 from pathlib import Path
 
+import pytest
 import yaml
 from transformers import AutoTokenizer
 
@@ -27,6 +28,7 @@ class TestConformance(PluginConformance):
     plugin_settings = {"selfjudge": {"max_new_tokens": 8}}
 
 
+@pytest.mark.mechanism
 class TestMechanism(JudgingMechanism):
     plugin_name = "selfjudge"
 

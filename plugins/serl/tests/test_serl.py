@@ -34,6 +34,19 @@ def test_unanswered_rows_vote_as_the_empty_answer_only_when_asked():
         assert plugin.reward(ctx).tolist() == rewards  # three unanswered rows outvote the two 3s
 
 
+def test_the_band_leaves_out_of_the_loss_the_groups_outside_it_in_training_only():
+    # Group 1: every row agrees (mean 1, too easy); group 2: two of four agree (mean 0.5, inside the band).
+    texts = ["The answer is 3."] * 4 + ["The answer is 5.", "The answer is 5.", "The answer is 6.", "none"]
+    plugin = SeRL(SeRLConfig(answer_extractor="answer_is", math_verify=False))
+    plugin.name = "serl"
+    for training, excluded in ((True, {0, 1, 2, 3}), (False, set())):
+        rollout = Rollout(["q"] * 8, texts, [[1]] * 8, [[2]] * 8, {}, group_size=4)
+        ctx = RewardContext(step=0, tokenizer=None, policy=None, _log=lambda *_: None, _plugin="serl", rollout=rollout,
+                            training=training)
+        assert plugin.reward(ctx).tolist() == [1.0] * 4 + [1.0, 1.0, 0.0, 0.0]
+        assert rollout.excluded == excluded  # evaluation scores every group and leaves none out
+
+
 def test_the_band_keeps_groups_whose_mean_reward_lies_inside_it_bounds_included():
     rewards = torch.tensor([1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0], dtype=torch.float)
     # Group means over 8: 7/8 (too easy), 1/8 (too hard), 2/8 (inside).

@@ -22,6 +22,7 @@ class TestConformance(PluginConformance):
     plugin_settings = {"sirlc": {"max_new_tokens": 8}}
 
 
+@pytest.mark.mechanism
 class TestMechanism(JudgingMechanism):
     plugin_name = "sirlc"
 

@@ -20,6 +20,7 @@ class TestConformance(PluginConformance):
     plugin_settings = {"ssr": {"max_new_tokens": 8}}
 
 
+@pytest.mark.mechanism
 class TestMechanism(JudgingMechanism):
     plugin_name = "ssr"
 

@@ -150,6 +150,8 @@ def test_schedule_holds_w0_then_falls_linearly_to_zero():
     config = TraceConfig()
     expected = {0: 0.5, 9: 0.5, 10: 0.5, 25: 0.25, 39: 0.5 / 30, 40: 0.0, 100: 0.0}
     assert {step: kl_weight(step, config) for step in expected} == pytest.approx(expected)
+    abrupt = TraceConfig(decay_steps=0)  # no decay: the KL stops at the end of the warm-up
+    assert [kl_weight(step, abrupt) for step in (9, 10, 11)] == [0.5, 0.0, 0.0]
 
 
 # -- on a real model -------------------------------------------------------------------------------------------------
