@@ -6,6 +6,7 @@ import pytest
 SLEEPS = """
 import time
 
+import pytest
 
 def test_short():
     time.sleep(0.1)

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import torch
 from filelock import FileLock
 from transformers import TrainerCallback
 
 import stackrl.testing  # noqa: F401  (sets the offline environment before transformers is imported)
 from stackrl import noise
+from stackrl.cpu import available_cpus
 from stackrl.testing.tiny import build_tiny_model, tiny_config
 
 
@@ -19,6 +21,19 @@ def pytest_configure(config):
     # pytest sets the warning filters anew around every test, from its own settings: the known noise goes there.
     for category, message in noise.KNOWN_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__name__}")
+    share_cpus_between_workers()
+
+
+def share_cpus_between_workers() -> None:
+    """Under pytest-xdist, give each worker (and the runs it starts) its share of the CPUs: two workers of two
+    torch threads each on two cores spin against each other (:mod:`stackrl.cpu`) and took twice the CPU time of
+    one thread each."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = max(1, available_cpus() // int(workers))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
 
 
 @dataclass
