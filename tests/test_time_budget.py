@@ -20,11 +20,12 @@ def test_mechanism():
 """
 
 
-def limits(pytester, budget=0, ceiling=0):
+def limits(pytester, budget=0, ceiling=0, allowances=""):
     pytester.makeini(f"""
         [pytest]
         plugin_time_budget = {budget}
         test_time_ceiling = {ceiling}
+        plugin_time_allowances = {allowances}
         markers = mechanism: slow
     """)
 
@@ -58,6 +59,17 @@ def test_within_budget_the_run_passes(suite):
     result = suite.runpytest("-p", "stackrl.testing.budget")
     assert result.ret == pytest.ExitCode.OK
     assert "TIME BUDGET" not in result.stdout.str()
+
+
+def test_an_allowance_lifts_one_plugins_limit_and_still_caps_it(suite):
+    limits(suite, budget=0.5, ceiling=5, allowances="slow 5")
+    result = suite.runpytest("-p", "stackrl.testing.budget")
+    assert result.ret == pytest.ExitCode.OK
+    limits(suite, budget=5, ceiling=5, allowances="slow 0.5")
+    result = suite.runpytest("-p", "stackrl.testing.budget")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["TIME BUDGET: plugin slow: 1.*s over the 0.5s allowance (slowest: test_long 1.*s*"])
+    assert "plugin quick:" not in result.stdout.str()
 
 
 def test_a_test_over_the_ceiling_is_named(pytester):

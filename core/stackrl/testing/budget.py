@@ -3,6 +3,8 @@
 The ini options ``plugin_time_budget`` (seconds a plugin's tests under ``plugins/<name>/`` may take together) and
 ``test_time_ceiling`` (seconds any one test may take) turn it on; a test marked ``mechanism`` is not counted. A run
 that passes either fails, and its summary names the plugin, its total and its slowest tests, or the test.
+``plugin_time_allowances`` lists the plugins allowed more than the budget, one ``<plugin> <seconds>`` a line: the
+suite's known debts, each still capped, so that a debt cannot grow unseen.
 
 A test is charged its call and its set-up, less the set-up of the session-scoped fixtures that no test folder
 defines (the test kit's: the built-in models, their tokenizers): those are built once per process and shared by
@@ -28,11 +30,14 @@ def pytest_addoption(parser):
     parser.addini("plugin_time_budget", "seconds a plugin's tests not marked mechanism may take together (0: none)",
                   default="0")
     parser.addini("test_time_ceiling", "seconds any one test not marked mechanism may take (0: none)", default="0")
+    parser.addini("plugin_time_allowances", "'<plugin> <seconds>' lines: plugins allowed more than the budget",
+                  type="linelist", default=[])
 
 
 def pytest_configure(config):
     budget = TimeBudget(float(config.getini("plugin_time_budget")), float(config.getini("test_time_ceiling")),
-                        counts=not hasattr(config, "workerinput"))
+                        counts=not hasattr(config, "workerinput"),
+                        allowances=allowances(config.getini("plugin_time_allowances")))
     config.pluginmanager.register(budget, "stackrl-time-budget")
 
 
@@ -42,11 +47,24 @@ def plugin_of(nodeid: str) -> str | None:
     return parts[1] if len(parts) > 2 and parts[0] == "plugins" else None
 
 
+def allowances(lines: list[str]) -> dict[str, float]:
+    """``plugin_time_allowances``'s lines as {plugin: seconds}."""
+    parsed = {}
+    for line in lines:
+        try:
+            plugin, seconds = line.split()
+            parsed[plugin] = float(seconds)
+        except ValueError:
+            raise pytest.UsageError(f"plugin_time_allowances: '{line}' is not '<plugin> <seconds>'") from None
+    return parsed
+
+
 @dataclass(eq=False)  # a plugin: pluggy keeps plugins in sets, by identity
 class TimeBudget:
     plugin_budget: float
     test_ceiling: float
     counts: bool  # False in an xdist worker: the controller adds up
+    allowances: dict[str, float] = field(default_factory=dict)  # plugin -> seconds, in place of the budget
     charged: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # nodeid -> seconds
     _shared_setup: float = 0.0
     _depth: int = 0  # fixtures being set up, nested: only the outermost shared one is timed
@@ -94,11 +112,12 @@ class TimeBudget:
         lines = []
         if self.plugin_budget:
             for plugin, total in self.totals().items():
-                if total > self.plugin_budget:
+                limit = self.allowances.get(plugin, self.plugin_budget)
+                if total > limit:
                     tests = sorted((s, n) for n, s in self.charged.items() if plugin_of(n) == plugin)[::-1]
                     slowest = ", ".join(f"{n.split('::', 1)[1]} {s:.1f}s" for s, n in tests[:SLOWEST_SHOWN])
-                    lines.append(f"plugin {plugin}: {total:.1f}s over the {self.plugin_budget:g}s budget "
-                                 f"(slowest: {slowest})")
+                    kind = "allowance" if plugin in self.allowances else "budget"
+                    lines.append(f"plugin {plugin}: {total:.1f}s over the {limit:g}s {kind} (slowest: {slowest})")
         if self.test_ceiling:
             for nodeid, seconds in sorted(self.charged.items(), key=lambda item: -item[1]):
                 if seconds > self.test_ceiling:
