@@ -27,6 +27,7 @@ from stackrl.blocks.tokensignals import (
     reallocate,
     reweight,
     route,
+    sigmoid_gate,
 )
 from stackrl.policy import PolicyAccess
 from stackrl.run import build_trainer
@@ -135,6 +136,16 @@ def test_route_sensitivity_and_entropy_gate():
     assert entropy_gate(entropy, MASK, 0.5).tolist() == [[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0]]
     assert entropy_gate(entropy, MASK, 0.5, above=False).tolist() == [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 0]]
 
+
+
+def test_sigmoid_gate_opens_on_a_positive_signal_and_closes_softly_on_a_negative_one():
+    signal = torch.tensor([[0.0, 0.4, -0.4, 9.0], [2.0, -2.0, 0.0, 0.0], [1.0, -1.0, 5.0, 5.0]])
+    gate = sigmoid_gate(signal, MASK, 5.0)
+    assert torch.allclose(gate[0, :3], torch.tensor([0.5, 1 / (1 + math.exp(-2)), 1 / (1 + math.exp(2))]))
+    assert (gate * (1 - MASK) == 0).all(), "padding is gated shut"
+    assert (sigmoid_gate(signal, MASK, 0.0) == 0.5 * MASK).all()
+    with pytest.raises(StackrlError, match="sharpness must be non-negative"):
+        sigmoid_gate(signal, MASK, -1.0)
 
 # -- contexts -----------------------------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from stackrl.blocks.tokensignals.modulators import (
     reallocate,
     reweight,
     route,
+    sigmoid_gate,
 )
 from stackrl.blocks.tokensignals.service import TokenSignals
 from stackrl.blocks.tokensignals.settings import TeacherGapSettings
@@ -56,4 +57,5 @@ __all__ = [
     "reallocate",
     "reweight",
     "route",
+    "sigmoid_gate",
 ]

@@ -114,3 +114,11 @@ def entropy_gate(entropy: torch.Tensor, mask: torch.Tensor, threshold: float, *,
     """1.0 on the tokens whose entropy is above ``threshold`` (or at most it, with ``above=False``), else 0."""
     gate = entropy > threshold if above else entropy <= threshold
     return gate.to(mask.dtype if mask.is_floating_point() else torch.float32) * mask
+
+
+def sigmoid_gate(signal: torch.Tensor, mask: torch.Tensor, sharpness: float) -> torch.Tensor:
+    """``sigmoid(sharpness * signal)`` on the real tokens, 0 on padding: a soft gate, above 1/2 where the signal is
+    positive and toward 0 where it is very negative (``sharpness`` 0: 1/2 everywhere)."""
+    if sharpness < 0:
+        raise StackrlError(f"sigmoid_gate: sharpness must be non-negative, not {sharpness}")
+    return torch.sigmoid(sharpness * signal) * mask
