@@ -7,7 +7,7 @@ teacher's rollouts alone, the student term off, what the paper's alpha = 1 is) a
 same settings and steps: the student's mean negative log-likelihood per token of held-out reference solutions
 (``student_nll``) and its held-out greedy accuracy (``accuracy``).
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/pidistill/benchmarks/mechanism.py --seeds 0 1 2 --steps 20
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/pidistill/benchmarks/mechanism.py --seeds 0 1 2 --steps 10
 """
 
 from __future__ import annotations
@@ -46,11 +46,18 @@ def run(method: str, seed: int, folder: Path, *, steps: int, heldout: int, overr
             "accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)}
 
 
+def untrained(heldout: int, folder: Path) -> dict[str, float]:
+    """The same figures for the built-in model before any training (held-out seed 1000, that of seed 0's runs)."""
+    trainer = build_trainer(recipe_config(RECIPE, plugins=False, seed=0, steps=1, output_dir=folder / "before"))
+    return {"student_nll": student_nll(trainer, heldout, seed=1000), "accuracy": greedy_accuracy(trainer, heldout, seed=1000)}
+
+
 def main():
-    parser = arguments(__doc__.splitlines()[0], steps=20, eval_size=128, methods=METHODS)
+    parser = arguments(__doc__.splitlines()[0], steps=10, eval_size=128, methods=METHODS)
     args = parser.parse_args()
     compare(args, args.methods, lambda method, seed, folder: run(
-        method, seed, folder, steps=args.steps, heldout=args.eval_size, overrides=args.overrides))
+        method, seed, folder, steps=args.steps, heldout=args.eval_size, overrides=args.overrides),
+        before=lambda folder: untrained(args.eval_size, folder))
 
 
 if __name__ == "__main__":
