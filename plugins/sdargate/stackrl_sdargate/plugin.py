@@ -15,15 +15,15 @@ from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 
 @dataclass
 class SdarGateConfig(TeacherSettings):
-    # `teacher`: the live policy (the authors') or the frozen reference, shown `teacher_template`; `temperature`:
-    # null is the run's sampling temperature.
+    """``teacher``: the live policy (the authors') or the frozen reference, shown ``teacher_template`` ({prompt}
+    and the dataset columns; the authors' privileged context is retrieved skills, the built-in task's the worked
+    solution before the question); ``temperature``: null is the run's sampling temperature. ``sharpness`` sets the
+    gate ``sigmoid(sharpness * gap_t)`` (the authors' gate_beta, 5.0); ``coef`` the term's weight next to GRPO's
+    loss (the authors' sdar_coef, 0.01; the host's losses.sdargate multiplies it)."""
+
     section: ClassVar[str] = "sdargate"
-    # The teacher's prompt: {prompt} and the dataset columns (the authors' privileged context is retrieved skills;
-    # on the built-in task it is the worked solution, before the question).
     teacher_template: str = REFERENCE_TEMPLATE
-    # g_t = sigmoid(sharpness * gap_t): the authors' gate_beta, 5.0.
     sharpness: float = 5.0
-    # The term's weight next to GRPO's loss: the authors' sdar_coef, 0.01 (the host's losses.sdargate multiplies it).
     coef: float = 0.01
 
     def check(self):
