@@ -67,15 +67,22 @@ def test_the_failure_loss_is_the_reverse_kl_to_the_hinted_teacher(built_in_train
     rollout = _rollout(trainer.processing_class)
     got = make_plugin("h2sd").failure_divergence(trainer._shared_policy, rollout, grad=False)
     encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    reverse, forward = [], []
+    reverse, forward, pushes = [], [], []
     for prompt, solution, completion in zip(rollout.prompts, rollout.columns["solution"], rollout.completion_ids):
         p = _completion_logps(trainer.model, encode(prompt), completion, SAMPLING_TEMPERATURE)
         q = _completion_logps(trainer.model, encode(f"{solution}\n\n{prompt}"), completion, SAMPLING_TEMPERATURE)
         reverse.append((p.exp() * (p - q)).sum(-1))
         forward.append((q.exp() * (q - p)).sum(-1))
+        # the reverse KL's gradient on each logit: p_v (log p_v - log q_v - KL); its largest size per position
+        pushes.append((p.exp() * (p - q - reverse[-1].unsqueeze(-1))).abs().amax(-1))
     expected = torch.cat(reverse)
     assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-6)
     assert not torch.allclose(torch.cat(forward), expected, rtol=1e-2), "forward KL would differ"
+    # kl_clip scales each position whose largest push exceeds it down to it: at the median push, half the positions
+    push = torch.cat(pushes)
+    clip = push.median().item()
+    clipped = make_plugin("h2sd", kl_clip=clip).failure_divergence(trainer._shared_policy, rollout, grad=False)
+    assert torch.allclose(clipped.double(), expected * clip / push.clamp_min(clip), rtol=1e-4, atol=1e-6)
 
 
 def test_only_failed_rollouts_are_distilled(make_config, distilled_completions):
