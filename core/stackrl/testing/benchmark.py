@@ -8,7 +8,8 @@ line a run as it ends, then the means over the seeds as a table.
 - :func:`changes`: one run's figures measured before and after training, as one dict;
 - :func:`diagnosed`: the main of the benchmarks that measure a plugin's signal on held-out rollouts of the
   untrained model, then held-out greedy accuracy after a short run against plain GRPO
-  (:func:`stackrl.testing.heldout.against_grpo`).
+  (:func:`stackrl.testing.heldout.against_grpo`);
+- :class:`ShortEvaluation`: the held-out evaluation of a mechanism test's short run of the script, and its noise.
 
 A script keeps its ``run(...)`` (or what its mechanism test calls) and its main is a few lines: parse, then
 ``compare(args, methods, lambda method, seed, folder: ..., figures=...)``.
@@ -19,10 +20,30 @@ from __future__ import annotations
 import argparse
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
+
+
+@dataclass(frozen=True)
+class ShortEvaluation:
+    """A mechanism test's held-out evaluation: ``problems`` problems, ``samples`` sampled answers to each."""
+
+    problems: int
+    samples: int
+
+    @property
+    def overrides(self) -> list[str]:
+        """The run's settings for it (and no progress bar in the test's output)."""
+        return [f"eval.size={self.problems}", f"eval.samples={self.samples}", "trainer.disable_tqdm=true"]
+
+    def noise(self, accuracy: float) -> float:
+        """The standard error of an accuracy measured on every sample of it."""
+        from stackrl.testing.heldout import sampling_noise
+
+        return sampling_noise(accuracy, self.problems * self.samples)
 
 
 def arguments(description: str, *, steps: int | None, eval_size: int | None = None, methods: Sequence[str] = (),

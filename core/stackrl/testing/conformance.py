@@ -5,19 +5,28 @@
     class TestConformance(PluginConformance):
         plugin_name = "covo"
         plugin_settings = {"covo": {"weight": 0.5}}   # optional: sections for the two-step run
+        refused_settings = [({"max_steps": 0}, "must be at least 1")]  # optional: refused, naming covo.max_steps
 """
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from stackrl.context import ACTIVITY
+from stackrl.errors import ConfigError
 from stackrl.manager import HOOKS, PluginManager, installed_plugins
-from stackrl.testing.fixtures import HookRecorder, train_steps
+from stackrl.testing.fixtures import HookRecorder, make_plugin, train_steps
 
 
 class PluginConformance:
     plugin_name: str = ""
     plugin_settings: dict = {}
     stacked_with: tuple[str, ...] = ()  # plugins to run before it in the two-step training
+    # (settings, message): settings of the plugin's section no run could use. Each is refused with a ConfigError
+    # that names the plugin's key ("<plugin>.<key>", a key of the settings) and matches message, a regular expression.
+    refused_settings: list[tuple[dict, str]] = []
 
     def test_discoverable_by_entry_point(self):
         assert self.plugin_name in installed_plugins(), f"no entry point '{self.plugin_name}' in stackrl.plugins"
@@ -50,3 +59,14 @@ class PluginConformance:
         assert len(logged) == 2, f"{metric} logged at {len(logged)} of 2 steps: report each step with ctx.acted(n, of=m)"
         assert all(0 <= share <= 1 for share in logged), f"{metric}: {logged} is no share"
 
+    def test_refuses_settings_no_run_could_use(self):
+        for settings, message in self.refused_settings:
+            try:
+                make_plugin(self.plugin_name, **settings)
+            except ConfigError as error:
+                keys = [f"{self.plugin_name}.{key}" for key in settings]
+                if not (any(key in str(error) for key in keys) and re.search(message, str(error))):
+                    pytest.fail(f"{settings} refused with {str(error)!r}, which names none of {keys} or does not "
+                                f"match {message!r}")
+            else:
+                pytest.fail(f"{settings} not refused: expected a ConfigError matching {message!r}")

@@ -87,8 +87,54 @@ def make_config(tiny_model_dir, tmp_path):
 
 
 @pytest.fixture
+def built_in_trainer(make_config):
+    """``built_in_trainer(plugins, **sections)``: an untrained trainer of ``make_config``'s run on the built-in model
+    ``stackrl/arith-tiny``, which follows a reference solution placed before the question: its contexts and its
+    policy's scores are what a rule test of a privileged-context teacher reads."""
+
+    def build(plugins, **sections):
+        from stackrl.run import build_trainer
+
+        return build_trainer(make_config(plugins, model={"name_or_path": "stackrl/arith-tiny"}, **sections))
+
+    return build
+
+
+@pytest.fixture
 def hook_recorder():
     return HookRecorder()
+
+
+@dataclass
+class DistilledCompletions:
+    """The (prompt ids, completion ids) of every student score taken with gradient: in a run of a loss term that
+    distils, the completions it distilled."""
+
+    scored: list[tuple[list[int], list[int]]] = field(default_factory=list)
+
+    def correct(self, trainer) -> list[bool]:
+        """Whether each completion reaches its prompt's answer in the trainer's dataset (``exact_match``)."""
+        from stackrl.rewards import exact_match
+
+        decode = lambda ids: trainer.processing_class.decode(ids, skip_special_tokens=True)  # noqa: E731
+        answers = dict(zip(trainer.train_dataset["prompt"], trainer.train_dataset["answer"]))
+        return [exact_match(decode(completion), answers[decode(prompt)]) == 1.0 for prompt, completion in self.scored]
+
+
+@pytest.fixture
+def distilled_completions(monkeypatch):
+    """A :class:`DistilledCompletions` that every score with gradient in the test adds to."""
+    from stackrl.policy import PolicyAccess
+
+    recorded, score = DistilledCompletions(), PolicyAccess.score
+
+    def recording(self, contexts, continuation_ids, **options):
+        if options.get("grad"):  # the student's score in a loss term: its contexts are the prompts' tokens
+            recorded.scored.extend(zip(contexts, continuation_ids))
+        return score(self, contexts, continuation_ids, **options)
+
+    monkeypatch.setattr(PolicyAccess, "score", recording)
+    return recorded
 
 
 class StopAt(TrainerCallback):
@@ -103,6 +149,17 @@ class StopAt(TrainerCallback):
             control.should_save = True
 
 
+def make_plugin(name: str, **settings):
+    """The installed plugin ``name`` with its ``Config(**settings)``, named as a run names it: for calling its hooks
+    on hand-built contexts."""
+    from stackrl.manager import installed_plugins
+
+    cls = installed_plugins()[name].load()
+    plugin = cls(cls.Config(**settings))
+    plugin.name = name
+    return plugin
+
+
 def train_steps(config, steps: int | None = None, monitor=None, resume=None, **trainer_kwargs):
     """Build the run's trainer from ``config`` and train (``steps`` overrides ``trainer.max_steps``)."""
     from stackrl.run import build_trainer
@@ -112,7 +169,6 @@ def train_steps(config, steps: int | None = None, monitor=None, resume=None, **t
         trainer.args.max_steps = steps
     trainer.train(resume_from_checkpoint=resume)
     return trainer
-
 
 
 @dataclass

@@ -3,11 +3,14 @@
 - :func:`heldout_rollout`: held-out problems, a group of sampled completions each, with the outcome reward and
   GRPO's advantages, as the advantage stage would see them;
 - :func:`advantage_context`: the context a ``reshape_advantages`` hook gets for such a rollout;
-- :func:`written_rollout`: a rollout written by hand on two built-in problems, for rule tests;
+- :func:`written_rollout`: a rollout written by hand on two built-in problems, for rule tests, and
+  :func:`right_and_wrong_rollout`, each of them answered right and then wrong (:data:`WRITTEN_SLIPS`);
 - :func:`completion_logits`: a model's raw logits over a completion, for tests that write a loss out by hand;
 - :func:`line_index`: the line of its completion each token falls on;
 - :func:`greedy_accuracy`, :func:`train_and_measure` and :func:`against_grpo`: held-out accuracy after a short
-  run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`);
+  run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`); :func:`sampling_noise`,
+  the margin such a figure is read with, and :func:`assert_accuracy_holds`, the check that the plugins cost no
+  accuracy beyond it;
 - :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins;
 - :func:`sampled_attempts`: a model's seeded sampled attempts at a config's held-out problems, the fixed attempts
   a benchmark has every model verify or retry.
@@ -16,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import tempfile
 from pathlib import Path
 
@@ -42,6 +46,12 @@ WRITTEN_PROBLEMS = {
     "(3 + 5) - 2": "3 + 5 = 8\n8 - 2 = 6\nThe answer is 6.",
 }
 
+# A wrong solution of each written problem, slipping at its first step and carrying the slip to its answer.
+WRITTEN_SLIPS = {
+    "(4 * 2) + 3": "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.",
+    "(3 + 5) - 2": "3 + 5 = 7\n7 - 2 = 5\nThe answer is 5.",
+}
+
 
 def written_rollout(tokenizer, problems: list[str], completions: list[str], advantages=None, group_size=2) -> Rollout:
     """Completion ``i`` answers "What is ``problems[i]``?" (a key of :data:`WRITTEN_PROBLEMS`); the rollout has the
@@ -57,6 +67,14 @@ def written_rollout(tokenizer, problems: list[str], completions: list[str], adva
         rewards={"exact_match": torch.tensor([exact_match(c, a) for c, a in zip(completions, answers)])},
         advantages=advantages,
     )
+
+
+def right_and_wrong_rollout(tokenizer, advantages=(0.7, -0.7, 0.7, -0.7)) -> Rollout:
+    """Two groups of two, one a written problem: its reference solution, then its slip (:data:`WRITTEN_SLIPS`),
+    with the given advantages (by default GRPO's sign for each)."""
+    problems = [problem for problem in WRITTEN_PROBLEMS for _ in range(2)]
+    completions = [text for problem in WRITTEN_PROBLEMS for text in (WRITTEN_PROBLEMS[problem], WRITTEN_SLIPS[problem])]
+    return written_rollout(tokenizer, problems, completions, advantages=torch.tensor(advantages))
 
 
 def completion_logits(model, context: list[int], completion: list[int]) -> torch.Tensor:
@@ -161,6 +179,20 @@ def against_grpo(recipe, overrides=(), *, steps: int, heldout: int, seed: int) -
             "method": train_and_measure([recipe], overrides, steps=steps, heldout=heldout, seed=seed),
             "grpo": train_and_measure([plain], overrides, steps=steps, heldout=heldout, seed=seed),
         }
+
+
+def sampling_noise(accuracy: float, samples: int) -> float:
+    """The standard error of an accuracy measured on ``samples`` independent samples."""
+    return math.sqrt(accuracy * (1 - accuracy) / samples)
+
+
+def assert_accuracy_holds(recipe, *, steps: int, heldout: int, seed: int) -> None:
+    """Fail unless ``recipe``'s held-out greedy accuracy after ``steps`` steps is at least plain GRPO's less its
+    sampling noise (:func:`against_grpo`): a method whose signal helps must not cost the accuracy it trains for."""
+    accuracy = against_grpo(recipe, steps=steps, heldout=heldout, seed=seed)
+    floor = accuracy["grpo"] - sampling_noise(accuracy["grpo"], heldout)
+    if accuracy["method"] < floor:
+        raise AssertionError(f"held-out accuracy {accuracy} below plain GRPO's less its noise, {floor:.3f}")
 
 
 def sampled_attempts(model, tokenizer, config, size: int) -> list[tuple[str, str, str]]:

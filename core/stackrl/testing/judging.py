@@ -11,6 +11,9 @@ and the benchmarks of the plugins whose policy judges measure.
 
 The plugins on the judges block (:mod:`stackrl.blocks.judges`: selfjudge, sirlc, ssr) judge their own solutions:
 
+- :class:`JudgingConformance`: the conformance suite for them, its run judging in a few new tokens;
+- :func:`judge_prompt` and :func:`read_judgement`: what a plugin's judge is asked of one written solution, and what
+  it reads from a reply;
 - :class:`JudgedSteps`: the rollouts of a label-free run, each with the plugin's judgements and the hidden truth;
 - :func:`judge_figures`: how judgements track correctness, across the batch and within groups;
 - :func:`load` and :func:`train_judged`: a plugin's CPU recipe, label-free or as plain GRPO, trained and measured;
@@ -27,10 +30,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from stackrl.blocks.judges import parse_judgement
 from stackrl.context import Rollout
 from stackrl.rewards import ROLE_COLUMN, VERIFY, exact_match
 from stackrl.tasks import parse_verdict
 from stackrl.tasks.roles import VERDICT_PREFIX, WRONG, judge_reply
+from stackrl.testing.conformance import PluginConformance
 from stackrl.truth import auroc
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
@@ -199,6 +204,36 @@ def heldout(model, tokenizer, config) -> dict[str, float]:
     length = config.host.eval.max_new_tokens or config.host.trainer["max_completion_length"]
     judging = evaluate(model, tokenizer, with_eval(skill="judge", temperature=0.0), length)
     return {"pass@1": evaluate(model, tokenizer, config, length)["pass@1"], "judge": judging["balanced_accuracy"]}
+
+
+class JudgingConformance(PluginConformance):
+    """:class:`~stackrl.testing.conformance.PluginConformance` for a plugin on the judges block: its two-step run
+    judges in 8 new tokens, the judgements' length being the run's cost, not what the suite checks."""
+
+    @property
+    def plugin_settings(self) -> dict:
+        return {self.plugin_name: {"max_new_tokens": 8}}
+
+
+def judge_prompt(plugin, solution: str, problem: str = "(4 * 2) + 3") -> str:
+    """The prompt ``plugin``'s judge is given for ``solution`` to the built-in ``problem`` (a key of
+    :data:`stackrl.testing.heldout.WRITTEN_PROBLEMS`), checked to show both: a judge judges the solution to the
+    question it answers."""
+    from transformers import AutoTokenizer
+
+    from stackrl.tasks import arith_tiny_path
+    from stackrl.testing.heldout import written_rollout
+
+    rollout = written_rollout(AutoTokenizer.from_pretrained(arith_tiny_path()), [problem], [solution], group_size=1)
+    [prompt] = plugin._judge.prompts(rollout)
+    if f"What is {problem}?" not in prompt or solution not in prompt:
+        raise AssertionError(f"the judge's prompt does not show the question and the solution: {prompt!r}")
+    return prompt
+
+
+def read_judgement(plugin, reply: str) -> float | None:
+    """The judgement ``plugin``'s settings read from a judge's ``reply`` (``None``: malformed)."""
+    return parse_judgement(reply, plugin.config.scale, plugin.config.verdict_prefix)
 
 
 class JudgingMechanism:

@@ -1,42 +1,30 @@
 """CSCR: credit moves off the tokens the claimed outcomes shift most; each rollout keeps its credit and sign."""
 
-import math
 from pathlib import Path
 
 import pytest
 import torch
 
-from stackrl import ConfigError
 from stackrl.blocks.tokensignals import SignalContext, TokenSignals
-from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
+from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.heldout import advantage_context, assert_accuracy_holds, right_and_wrong_rollout
 from stackrl.testing.repository import load_script
-from stackrl_cscr import Cscr, CscrConfig, sensitivity
+from stackrl_cscr import sensitivity
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
 class TestConformance(PluginConformance):
     plugin_name = "cscr"
+    refused_settings = [({"strength": -1.0}, "must be non-negative, not -1.0"),
+                        ({"sensitivity": "mean"}, "must be one of sum, max, not 'mean'"),
+                        ({"floor": 1.5}, r"must be in \[0, 1\], not 1.5")]
 
 
 @pytest.fixture
-def trainer(make_config):
-    return build_trainer(make_config(["cscr"], model={"name_or_path": "stackrl/arith-tiny"}))
-
-
-def _rollout(tokenizer):
-    completions = [WRITTEN_PROBLEMS["(4 * 2) + 3"], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", WRITTEN_PROBLEMS["(3 + 5) - 2"],
-                   "3 + 5 = 7\n7 - 2 = 5\nThe answer is 5."]
-    return written_rollout(tokenizer, ["(4 * 2) + 3"] * 2 + ["(3 + 5) - 2"] * 2, completions,
-                           advantages=torch.tensor([0.7, -0.7, 0.7, -0.7]))
-
-
-def _plugin(**settings):
-    plugin = Cscr(CscrConfig(**settings))
-    plugin.name = "cscr"
-    return plugin
+def trainer(built_in_trainer):
+    return built_in_trainer(["cscr"])
 
 
 def test_sensitivity_of_hand_built_shifts():
@@ -47,9 +35,10 @@ def test_sensitivity_of_hand_built_shifts():
 
 @pytest.mark.parametrize(("kind", "strength", "floor"), [("sum", 1.0, 0.0), ("max", 0.3, 0.0), ("sum", 1.0, 0.5)])
 def test_credit_is_reallocated_by_inverse_sensitivity_keeping_each_rollouts_total(trainer, kind, strength, floor):
-    rollout = _rollout(trainer.processing_class)
+    rollout = right_and_wrong_rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "cscr")
-    got = _plugin(sensitivity=kind, strength=strength, floor=floor).reshape_advantages(rollout.advantages, ctx)
+    plugin = make_plugin("cscr", sensitivity=kind, strength=strength, floor=floor)
+    got = plugin.reshape_advantages(rollout.advantages, ctx)
     signals = TokenSignals.of(ctx)
     up = signals.gap(SignalContext("c", "{claimed_solution}\n\n{prompt}"))
     down = signals.gap(SignalContext("d", "{denied_solution}\n\n{prompt}"))
@@ -68,10 +57,10 @@ def test_credit_is_reallocated_by_inverse_sensitivity_keeping_each_rollouts_tota
 def test_by_default_no_token_keeps_less_than_half_an_insensitive_tokens_credit(trainer):
     """The floor (0.5 by default): however sensitive, a token's weight is at least half that of a token no claim
     moves, so the most sensitive tokens keep credit (without it the built-in model leaves them 0.005)."""
-    rollout = _rollout(trainer.processing_class)
+    rollout = right_and_wrong_rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "cscr")
-    got = _plugin().reshape_advantages(rollout.advantages, ctx)
-    up, down, mask = _plugin().shifts(ctx)
+    got = make_plugin("cscr").reshape_advantages(rollout.advantages, ctx)
+    up, down, mask = make_plugin("cscr").shifts(ctx)
     assert (1 / (1 + (up.abs() + down.abs()))[mask.bool()]).min() < 0.1, "some token is far below the floor"
     per_token = got / rollout.advantages.unsqueeze(1)
     for row in range(len(rollout)):
@@ -81,22 +70,13 @@ def test_by_default_no_token_keeps_less_than_half_an_insensitive_tokens_credit(t
 
 def test_the_two_claims_are_the_rollouts_own_answer_and_another(trainer):
     """The wrong row (answer 12) is re-scored under a solution reaching 12, and under the reference (11)."""
-    rollout = _rollout(trainer.processing_class)
-    up, down, _ = _plugin().shifts(advantage_context(trainer, rollout, "cscr"))
+    rollout = right_and_wrong_rollout(trainer.processing_class)
+    up, down, _ = make_plugin("cscr").shifts(advantage_context(trainer, rollout, "cscr"))
     signals = TokenSignals.of(advantage_context(trainer, rollout, "cscr"))
     claim = SignalContext("own", "4 * 2 = 8\n8 + 3 = 12\nThe answer is 12.\n\n{prompt}")
     reference = SignalContext("reference", "{solution}\n\n{prompt}")
     assert torch.allclose(up[1], signals.gap(claim)[1]) and torch.allclose(down[1], signals.gap(reference)[1])
     assert torch.allclose(up[0], signals.gap(reference)[0])
-
-
-def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="cscr.strength: must be non-negative, not -1.0"):
-        CscrConfig(strength=-1.0)
-    with pytest.raises(ConfigError, match="cscr.sensitivity: must be one of sum, max, not 'mean'"):
-        CscrConfig(sensitivity="mean")
-    with pytest.raises(ConfigError, match="cscr.floor: must be in \\[0, 1\\], not 1.5"):
-        CscrConfig(floor=1.5)
 
 
 @pytest.mark.mechanism
@@ -108,7 +88,4 @@ def test_the_papers_diagnostic_reproduces_and_accuracy_holds():
     assert found["same_direction"] > 0.6, found      # most shifted tokens move the same way under both claims
     # the most sensitive tenth gets less than its share of the tokens, and the floor keeps it about half of it
     assert 0.4 * found["top_tokens"] < found["top_credit"] < 0.8 * found["top_tokens"], found
-    heldout = 64
-    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
-    p = accuracy["grpo"]
-    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
+    assert_accuracy_holds(mechanism.RECIPE, steps=8, heldout=64, seed=0)

@@ -6,15 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackrl import ConfigError
-from stackrl.policy import PolicyAccess
-from stackrl.rewards import exact_match
-from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import advantage_context, completion_logits, written_rollout
-from stackrl.testing.fixtures import train_steps
+from stackrl.testing.fixtures import make_plugin, train_steps
 from stackrl.testing.repository import load_script
-from stackrl_h2sd import H2sd, H2sdConfig, success_advantages
+from stackrl_h2sd import success_advantages
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 SAMPLING_TEMPERATURE = 1.4
@@ -22,6 +18,8 @@ SAMPLING_TEMPERATURE = 1.4
 
 class TestConformance(PluginConformance):
     plugin_name = "h2sd"
+    refused_settings = [({"kl_clip": 0.0}, "must be positive"),
+                        ({"teacher": "ema"}, "must be one of policy, reference, not 'ema'")]
 
 
 # -- the success branch, on hand-built log-probs (the built-in model copies a shown response: its teacher is flat)
@@ -64,56 +62,47 @@ def _completion_logps(model, context, completion, temperature):
     return (logits[len(context) - 1 : len(context) + len(completion) - 1] / temperature).log_softmax(-1)
 
 
-def test_the_failure_loss_is_the_reverse_kl_to_the_hinted_teacher(make_config):
-    trainer = build_trainer(make_config(["h2sd"], model={"name_or_path": "stackrl/arith-tiny"},
-                                        trainer={"temperature": SAMPLING_TEMPERATURE}))
+def test_the_failure_loss_is_the_reverse_kl_to_the_hinted_teacher(built_in_trainer):
+    trainer = built_in_trainer(["h2sd"], trainer={"temperature": SAMPLING_TEMPERATURE})
     rollout = _rollout(trainer.processing_class)
-    plugin = H2sd(H2sdConfig())
-    plugin.name = "h2sd"
-    got = plugin.failure_divergence(trainer._shared_policy, rollout, grad=False)
+    got = make_plugin("h2sd").failure_divergence(trainer._shared_policy, rollout, grad=False)
     encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    reverse, forward = [], []
+    reverse, forward, pushes = [], [], []
     for prompt, solution, completion in zip(rollout.prompts, rollout.columns["solution"], rollout.completion_ids):
         p = _completion_logps(trainer.model, encode(prompt), completion, SAMPLING_TEMPERATURE)
         q = _completion_logps(trainer.model, encode(f"{solution}\n\n{prompt}"), completion, SAMPLING_TEMPERATURE)
         reverse.append((p.exp() * (p - q)).sum(-1))
         forward.append((q.exp() * (q - p)).sum(-1))
+        # the reverse KL's gradient on each logit: p_v (log p_v - log q_v - KL); its largest size per position
+        pushes.append((p.exp() * (p - q - reverse[-1].unsqueeze(-1))).abs().amax(-1))
     expected = torch.cat(reverse)
     assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-6)
     assert not torch.allclose(torch.cat(forward), expected, rtol=1e-2), "forward KL would differ"
+    # kl_clip scales each position whose largest push exceeds it down to it: at the median push, half the positions
+    push = torch.cat(pushes)
+    clip = push.median().item()
+    clipped = make_plugin("h2sd", kl_clip=clip).failure_divergence(trainer._shared_policy, rollout, grad=False)
+    assert torch.allclose(clipped.double(), expected * clip / push.clamp_min(clip), rtol=1e-4, atol=1e-6)
 
 
-def test_only_failed_rollouts_are_distilled(make_config, monkeypatch):
-    scored = []
-    original = PolicyAccess.score
-
-    def spy(self, contexts, continuation_ids, **options):
-        if options.get("grad"):  # the student's call in the loss: contexts are the prompts' tokens
-            scored.extend(zip(contexts, continuation_ids))
-        return original(self, contexts, continuation_ids, **options)
-
-    monkeypatch.setattr(PolicyAccess, "score", spy)
+def test_only_failed_rollouts_are_distilled(make_config, distilled_completions):
     config = make_config(
         ["h2sd"], model={"name_or_path": "stackrl/arith-tiny"},
         trainer={"max_completion_length": 48, "num_generations": 4, "per_device_train_batch_size": 8},
     )
-    trainer = train_steps(config, steps=2)
-    decode = lambda ids: trainer.processing_class.decode(ids, skip_special_tokens=True)  # noqa: E731
-    answers = dict(zip(trainer.train_dataset["prompt"], trainer.train_dataset["answer"]))
-    assert scored, "the built-in model gets some rollouts wrong, so H2SD distils some"
-    assert not any(exact_match(decode(completion), answers[decode(prompt)]) for prompt, completion in scored)
+    correct = distilled_completions.correct(train_steps(config, steps=2))
+    assert correct, "the built-in model gets some rollouts wrong, so H2SD distils some"
+    assert not any(correct)
 
 
-def test_the_success_branch_scores_the_teacher_shown_the_rollout_itself(make_config):
+def test_the_success_branch_scores_the_teacher_shown_the_rollout_itself(built_in_trainer):
     """On the built-in model, a correct rollout written unlike the dataset's solution: its weights are exp of the
     gap between the teacher shown that rollout (success_template) and the student, not the teacher shown the hint
     (the worked solution), which expects the solution's order of operands."""
-    trainer = build_trainer(make_config(["h2sd"], model={"name_or_path": "stackrl/arith-tiny"},
-                                        trainer={"temperature": SAMPLING_TEMPERATURE}))
+    trainer = built_in_trainer(["h2sd"], trainer={"temperature": SAMPLING_TEMPERATURE})
     rollout = written_rollout(trainer.processing_class, ["(4 * 2) + 3"] * 2,
                               ["2 * 4 = 8\n3 + 8 = 11\nThe answer is 11.", "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12."])
-    plugin = H2sd(H2sdConfig(clip=50.0, normalize=False))  # raw exp(gap): the gap is read back whole
-    plugin.name = "h2sd"
+    plugin = make_plugin("h2sd", clip=50.0, normalize=False)  # raw exp(gap): the gap is read back whole
     got = plugin.reshape_advantages(torch.tensor([1.0, -1.0]), advantage_context(trainer, rollout, "h2sd"))
     encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     prompt, completion, solution = rollout.prompts[0], rollout.completion_ids[0], rollout.columns["solution"][0]
@@ -128,13 +117,6 @@ def test_the_success_branch_scores_the_teacher_shown_the_rollout_itself(make_con
     assert torch.allclose(got[0, : len(completion)].double().log(), shown, atol=1e-3)
     assert (hint - shown).abs().max() > 1.0, "the hint would give other weights"
     assert (got[1, : len(rollout.completion_ids[1])] == -1).all(), "the failed row keeps GRPO's advantage"
-
-
-def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="h2sd.kl_clip: must be positive"):
-        H2sdConfig(kl_clip=0.0)
-    with pytest.raises(ConfigError, match="h2sd.teacher: must be one of policy, reference, not 'ema'"):
-        H2sdConfig(teacher="ema")
 
 
 @pytest.mark.mechanism

@@ -7,17 +7,15 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from stackrl import ConfigError, Rollout
+from stackrl import Rollout
 from stackrl.blocks.teacher import teacher_prompts
 from stackrl.policy import PolicyAccess
-from stackrl.rewards import exact_match
-from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import train_steps
+from stackrl.testing.fixtures import make_plugin, train_steps
 from stackrl.testing.heldout import completion_logits
 from stackrl.testing.repository import load_script
-from stackrl_opsd import Opsd, OpsdConfig, distillation_divergence
+from stackrl_opsd import OpsdConfig, distillation_divergence
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
@@ -25,6 +23,8 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 class TestConformance(PluginConformance):
     plugin_name = "opsd"
     plugin_settings = {"opsd": {"teacher_template": REFERENCE_TEMPLATE}}
+    refused_settings = [({"teacher": "teacher"}, "must be one of policy, reference, ema, not 'teacher'"),
+                        ({"beta": 2.0}, r"must lie in \[0, 1\], not 2.0")]
 
 
 def _rollout(tokenizer):
@@ -46,11 +46,10 @@ SAMPLING_TEMPERATURE = 1.5
 
 
 @pytest.fixture
-def trainer(make_config):
+def trainer(built_in_trainer):
     """The built-in model, which follows a reference solution: its teacher and student disagree where it matters."""
-    return build_trainer(make_config(["opsd"], model={"name_or_path": "stackrl/arith-tiny"},
-                                     opsd={"teacher_template": REFERENCE_TEMPLATE},
-                                     trainer={"temperature": SAMPLING_TEMPERATURE}))
+    return built_in_trainer(["opsd"], opsd={"teacher_template": REFERENCE_TEMPLATE},
+                            trainer={"temperature": SAMPLING_TEMPERATURE})
 
 
 def direct_jsd(trainer, rollout, beta: float, temperature: float, top_k: int | None = None) -> torch.Tensor:
@@ -119,10 +118,9 @@ def test_gradient_descends_the_divergence(trainer):
 
 def test_correct_only_keeps_the_rows_the_outcome_reward_passes():
     rollout = _rollout_stub()
-    plugin = Opsd(OpsdConfig(correct_only=True))
-    plugin.name = "opsd"
+    plugin = make_plugin("opsd", correct_only=True)
     assert plugin.rows_to_distill(rollout, step=3) == [0, 2]
-    assert Opsd(OpsdConfig()).rows_to_distill(rollout, step=3) == [0, 1, 2]
+    assert make_plugin("opsd").rows_to_distill(rollout, step=3) == [0, 1, 2]
     plugin.config.correct_reward = "math_verify"
     with pytest.raises(Exception, match="opsd.correct_reward: no reward component 'math_verify' at step 3"):
         plugin.rows_to_distill(rollout, step=3)
@@ -134,34 +132,16 @@ def _rollout_stub():
                    rewards={"exact_match": torch.tensor([1.0, 0.0, 1.0])})
 
 
-def test_correct_only_scores_no_incorrect_rollout(make_config, monkeypatch):
+def test_correct_only_scores_no_incorrect_rollout(make_config, distilled_completions):
     """In a real run on the built-in model, every completion OPSD scores is a correct one."""
-    scored = []
-    original = PolicyAccess.score
-
-    def spy(self, contexts, continuation_ids, **options):
-        if options.get("grad"):  # the student's call: contexts are the prompts' tokens
-            scored.extend(zip(contexts, continuation_ids))
-        return original(self, contexts, continuation_ids, **options)
-
-    monkeypatch.setattr(PolicyAccess, "score", spy)
     config = make_config(
         ["opsd"], model={"name_or_path": "stackrl/arith-tiny"}, rewards={"exact_match": 0.0},
         opsd={"teacher_template": REFERENCE_TEMPLATE, "correct_only": True},
         trainer={"max_completion_length": 48, "num_generations": 4, "per_device_train_batch_size": 8},
     )
-    trainer = train_steps(config, steps=2)
-    decode = lambda ids: trainer.processing_class.decode(ids, skip_special_tokens=True)  # noqa: E731
-    answers = dict(zip(trainer.train_dataset["prompt"], trainer.train_dataset["answer"]))
-    assert scored, "the built-in model gets some rollouts right, so OPSD distils some"
-    assert all(exact_match(decode(completion), answers[decode(prompt)]) for prompt, completion in scored)
-
-
-def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="opsd.teacher: must be one of policy, reference, ema, not 'teacher'"):
-        Opsd(OpsdConfig(teacher="teacher"))
-    with pytest.raises(ConfigError, match=r"opsd.beta: must lie in \[0, 1\], not 2.0"):
-        Opsd(OpsdConfig(beta=2.0))
+    correct = distilled_completions.correct(train_steps(config, steps=2))
+    assert correct, "the built-in model gets some rollouts right, so OPSD distils some"
+    assert all(correct)
 
 
 class WeightLog(TrainerCallback):

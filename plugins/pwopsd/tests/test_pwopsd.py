@@ -9,7 +9,6 @@ import torch
 from stackrl import ConfigError, Rollout
 from stackrl.blocks.teacher import student_and_teacher, teacher_prompts
 from stackrl.policy import PolicyAccess
-from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import completion_logits, written_rollout
@@ -25,11 +24,10 @@ SAMPLING_TEMPERATURE = 1.5
 
 
 @pytest.fixture
-def trainer(make_config):
+def trainer(built_in_trainer):
     """The built-in model, which follows a reference solution: its teacher and student disagree where it matters."""
-    return build_trainer(make_config(["pwopsd"], model={"name_or_path": "stackrl/arith-tiny"},
-                                     pwopsd={"teacher_template": REFERENCE_TEMPLATE},
-                                     trainer={"temperature": SAMPLING_TEMPERATURE}))
+    return built_in_trainer(["pwopsd"], pwopsd={"teacher_template": REFERENCE_TEMPLATE},
+                            trainer={"temperature": SAMPLING_TEMPERATURE})
 
 
 def _rollout(tokenizer) -> Rollout:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from stackrl import ConfigError, RewardContext, Rollout
+from stackrl import RewardContext, Rollout
 from stackrl.rewards import SOLVE, VERIFY
 from stackrl.tasks import judge_prompt, parse_verdict
 from stackrl.testing.conformance import PluginConformance
@@ -16,6 +16,10 @@ SCORES = RiseConfig(correct=1.0, wrong=-0.25, unanswered=-2.0, agree=0.75, disag
 
 class TestConformance(PluginConformance):
     plugin_name = "rise"
+    refused_settings = [({"verify_share": 1.0}, r"must be in \(0, 1\)"), ({"correct": -1.0}, "must exceed rise.wrong"),
+                        ({"agree": -1.0}, "must exceed rise.disagree"),
+                        ({"metric": "rise"}, "must be a built-in outcome reward"),
+                        ({"min_critique_chars": -1}, "must be 0")]
 
 
 @pytest.mark.parametrize(
@@ -66,21 +70,6 @@ def test_the_authors_defaults():
     assert (config.correct, config.wrong, config.unanswered) == (1.0, -0.5, -1.0)
     assert (config.agree, config.disagree, config.no_verdict) == (1.0, -0.5, -1.0)
     assert config.verify_share == 0.125 and config.min_critique_chars == 800
-
-
-@pytest.mark.parametrize(
-    "settings, message",
-    [
-        ({"verify_share": 1.0}, r"rise.verify_share: must be in \(0, 1\)"),
-        ({"correct": -1.0}, "rise.correct: must exceed rise.wrong"),
-        ({"agree": -1.0}, "rise.agree: must exceed rise.disagree"),
-        ({"metric": "rise"}, "rise.metric: must be a built-in outcome reward"),
-        ({"min_critique_chars": -1}, "rise.min_critique_chars: must be 0"),
-    ],
-)
-def test_bad_settings_are_refused(settings, message):
-    with pytest.raises(ConfigError, match=message):
-        RiseConfig(**settings)
 
 
 def test_verify_groups_critique_an_attempt_and_are_scored_by_their_verdict(make_config):

@@ -6,36 +6,32 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackrl import ConfigError
 from stackrl.blocks.tokensignals import SignalContext, TokenSignals
-from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
+from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.heldout import (
+    WRITTEN_PROBLEMS, WRITTEN_SLIPS, advantage_context, assert_accuracy_holds, right_and_wrong_rollout, written_rollout,
+)
 from stackrl.testing.repository import load_script
-from stackrl_rlcsd import Rlcsd, RlcsdConfig
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
 class TestConformance(PluginConformance):
     plugin_name = "rlcsd"
+    refused_settings = [({"mode": "both"}, "must be one of residual, additive, magnitude, not 'both'"),
+                        ({"wrong_hints": 5}, "must be 1 to 4, not 5"), ({"tau": 0}, "must be positive, not 0"),
+                        ({"coefficient": -0.1}, "must be non-negative")]
 
 
 @pytest.fixture
-def trainer(make_config):
-    return build_trainer(make_config(["rlcsd"], model={"name_or_path": "stackrl/arith-tiny"}))
-
-
-def _rollout(tokenizer):
-    completions = [WRITTEN_PROBLEMS["(4 * 2) + 3"], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", WRITTEN_PROBLEMS["(3 + 5) - 2"],
-                   "3 + 5 = 7\n7 - 2 = 5\nThe answer is 5."]
-    return written_rollout(tokenizer, ["(4 * 2) + 3"] * 2 + ["(3 + 5) - 2"] * 2, completions,
-                           advantages=torch.tensor([0.7, -0.7, 0.7, -0.7]))
+def trainer(built_in_trainer):
+    return built_in_trainer(["rlcsd"])
 
 
 LEGACY = dict(positive_template="{solution}\n\n{prompt}", negative_template="{wrong_solution}\n\n{prompt}")
 RIGHT, RIGHT_OWN_WAY = WRITTEN_PROBLEMS["(4 * 2) + 3"], "4 * 2 = 8\n3 + 8 = 11\nThe answer is 11."
-WRONG, WRONG_OTHER = "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", "4 * 2 = 6\n6 + 3 = 9\nThe answer is 9."
+WRONG, WRONG_OTHER = WRITTEN_SLIPS["(4 * 2) + 3"], "4 * 2 = 6\n6 + 3 = 9\nThe answer is 9."
 
 
 def _group_rollout(tokenizer):
@@ -44,12 +40,6 @@ def _group_rollout(tokenizer):
     completions = [RIGHT, WRONG, RIGHT_OWN_WAY, WRONG_OTHER] + [WRITTEN_PROBLEMS["(3 + 5) - 2"]] * 4
     return written_rollout(tokenizer, ["(4 * 2) + 3"] * 4 + ["(3 + 5) - 2"] * 4, completions, group_size=4,
                            advantages=torch.tensor([0.3, -0.3, 0.3, -0.3, 0.0, 0.0, 0.0, 0.0]))
-
-
-def _plugin(**settings):
-    plugin = Rlcsd(RlcsdConfig(**settings))
-    plugin.name = "rlcsd"
-    return plugin
 
 
 def _contrast(ctx):
@@ -61,9 +51,10 @@ def _contrast(ctx):
 
 
 def test_additive_mode_adds_the_clipped_contrast_to_every_token(trainer):
-    rollout = _rollout(trainer.processing_class)
+    rollout = right_and_wrong_rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlcsd")
-    got = _plugin(mode="additive", coefficient=0.3, clip=1.5, **LEGACY).reshape_advantages(rollout.advantages, ctx)
+    plugin = make_plugin("rlcsd", mode="additive", coefficient=0.3, clip=1.5, **LEGACY)
+    got = plugin.reshape_advantages(rollout.advantages, ctx)
     contrast, mask = _contrast(ctx)
     expected = (rollout.advantages.unsqueeze(1) + 0.3 * contrast.clamp(-1.5, 1.5)) * mask
     assert torch.allclose(got, expected, atol=1e-6)
@@ -71,9 +62,9 @@ def test_additive_mode_adds_the_clipped_contrast_to_every_token(trainer):
 
 
 def test_magnitude_mode_weights_the_advantage_by_the_contrast_keeping_each_rollouts_credit(trainer):
-    rollout = _rollout(trainer.processing_class)
+    rollout = right_and_wrong_rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlcsd")
-    got = _plugin(mode="magnitude", clip=1.5, **LEGACY).reshape_advantages(rollout.advantages, ctx)
+    got = make_plugin("rlcsd", mode="magnitude", clip=1.5, **LEGACY).reshape_advantages(rollout.advantages, ctx)
     contrast, mask = _contrast(ctx)
     weights = torch.exp(rollout.advantages.sign().unsqueeze(1) * contrast.clamp(-1.5, 1.5)) * mask
     expected = rollout.advantages.unsqueeze(1) * weights * mask.sum(1, keepdim=True) / weights.sum(1, keepdim=True)
@@ -86,7 +77,7 @@ def test_the_hints_are_siblings_and_the_wrong_hint_their_mean(trainer):
     probability under the group's other wrong answers (two for a right row, one for a wrong row)."""
     rollout = _group_rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlcsd")
-    contrast, hinted = _plugin().contrast(ctx)
+    contrast, hinted = make_plugin("rlcsd").contrast(ctx)
     signals = TokenSignals.of(ctx)
     under = lambda text: signals.logprobs(SignalContext(text[:12], text + "\n\n{prompt}"))  # noqa: E731
     mean_wrong = torch.logsumexp(torch.stack([under(WRONG), under(WRONG_OTHER)]), 0) - math.log(2)
@@ -102,8 +93,8 @@ def test_the_residual_form_is_the_authors(trainer):
     selected and the other tokens each averaged over themselves; the tied group left out of the loss."""
     rollout = _group_rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlcsd")
-    got = _plugin().reshape_advantages(rollout.advantages, ctx)
-    contrast, hinted = _plugin().contrast(ctx)
+    got = make_plugin("rlcsd").reshape_advantages(rollout.advantages, ctx)
+    contrast, hinted = make_plugin("rlcsd").contrast(ctx)
     a = rollout.advantages.unsqueeze(1) * hinted
     residual = 0.5 * torch.tanh(contrast / 0.02)
     selected = (residual.abs() > 0.02) & hinted.bool()
@@ -119,8 +110,8 @@ def test_the_residual_form_is_the_authors(trainer):
 def test_the_contrast_backs_the_right_answer_and_opposes_the_wrong_one(trainer):
     """Summed over the final answer's digits, the correct hint beats the wrong one for the right rows and loses for the
     wrong rows: swapping the two hints flips both."""
-    rollout = _rollout(trainer.processing_class)
-    contrast, _ = _plugin(**LEGACY).contrast(advantage_context(trainer, rollout, "rlcsd"))
+    rollout = right_and_wrong_rollout(trainer.processing_class)
+    contrast, _ = make_plugin("rlcsd", **LEGACY).contrast(advantage_context(trainer, rollout, "rlcsd"))
     for row, sign in [(0, 1), (1, -1), (2, 1), (3, -1)]:
         ids = rollout.completion_ids[row]
         answer_digits = len(trainer.processing_class(rollout.completions[row].split("is ")[-1].rstrip("."),
@@ -129,24 +120,10 @@ def test_the_contrast_backs_the_right_answer_and_opposes_the_wrong_one(trainer):
         assert sign * last.sum() > 1.0, (row, last)
 
 
-def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="rlcsd.mode: must be one of residual, additive, magnitude, not 'both'"):
-        RlcsdConfig(mode="both")
-    with pytest.raises(ConfigError, match="rlcsd.wrong_hints: must be 1 to 4, not 5"):
-        RlcsdConfig(wrong_hints=5)
-    with pytest.raises(ConfigError, match="rlcsd.tau: must be positive, not 0"):
-        RlcsdConfig(tau=0)
-    with pytest.raises(ConfigError, match="rlcsd.coefficient: must be non-negative"):
-        RlcsdConfig(coefficient=-0.1)
-
-
 @pytest.mark.mechanism
 def test_the_contrast_points_to_the_right_answer_and_accuracy_holds():
     """The mechanism on the built-in model, short (the full figures come from benchmarks/mechanism.py)."""
     mechanism = load_script(BENCHMARK)
     shares = mechanism.signal_shares(problems=32, seed=0)
     assert shares["answer_correct"] > 1.0 > -1.0 > shares["answer_wrong"], shares
-    heldout = 64
-    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
-    p = accuracy["grpo"]
-    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
+    assert_accuracy_holds(mechanism.RECIPE, steps=8, heldout=64, seed=0)

@@ -89,6 +89,35 @@ def test_each_iteration_restarts_from_its_start_and_the_result_starts_the_next(m
     assert trainer.plugins.plugins["rloop"].iteration == 2 and trainer.plugins.plugins["rloop"].buffer == []
 
 
+def test_each_phase_starts_from_the_start_the_iteration_before_ended_with(make_config):
+    """Two one-step iterations with a real RFT learning rate: each phase restores the snapshot holding the weights
+    the iteration before ended with (the first: the run's initial weights), not the weights RL reached, and not
+    the first start again. The start the phase fine-tuned is what the next iteration samples from."""
+    settings = {"iteration_steps": 1, "rft_learning_rate": 0.05, **SUCCESS}
+    config = make_config(["digit_reward", "rloop"], rloop=settings, trainer={"max_steps": 2, "learning_rate": 0.02})
+    ended = []  # the live weights after train_begin and after each iteration's phase: each iteration's start
+    restored = []  # (the snapshot each phase restores, what it held, the live weights RL reached)
+
+    def monitor(hook, plugin, kwargs, result):
+        if hook in ("train_begin", "post_step"):
+            ended.append(_weights(trainer.model))
+
+    def watched_phase(plugin, name, contexts, completion_ids, restore=None, **options):  # the host's, watched
+        held = {n: p.clone() for n, p in snapshots_of(trainer)[restore].own.items()} if restore else None
+        restored.append((restore, held, _weights(trainer.model)))
+        return phase(plugin, name, contexts, completion_ids, restore=restore, **options)
+
+    trainer = build_trainer(config, monitor=monitor)
+    phase, trainer._supervised_phase = trainer._supervised_phase, watched_phase
+    trainer.train()
+    assert [name for name, _, _ in restored] == [START, START]
+    for iteration, (_, held, reached) in enumerate(restored):
+        start = ended[iteration]
+        assert all(torch.equal(held[n], start[n]) for n in start), f"phase {iteration + 1} restored another start"
+        assert any(not torch.equal(reached[n], start[n]) for n in start), "RL moved the weights before the phase"
+    assert any(not torch.equal(ended[1][n], ended[0][n]) for n in ended[0]), "the first phase fine-tuned its start"
+
+
 def test_a_run_resumed_inside_an_iteration_matches_an_uninterrupted_one(make_config, tmp_path):
     sections = dict(rloop={"iteration_steps": 2, "rft_learning_rate": 0.01, **SUCCESS},
                     trainer={"save_strategy": "steps", "save_steps": 3, "max_steps": 5})

@@ -1,59 +1,51 @@
 """RLRT: correct rollouts credit most the tokens the teacher would not have predicted; incorrect ones are routed."""
 
-import math
 from pathlib import Path
 
 import pytest
 import torch
 
-from stackrl import ConfigError, Rollout
 from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
-from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import advantage_context, against_grpo
+from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.heldout import (
+    WRITTEN_PROBLEMS, WRITTEN_SLIPS, advantage_context, assert_accuracy_holds, written_rollout,
+)
 from stackrl.testing.repository import load_script
-from stackrl_rlrt import Rlrt, RlrtConfig
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
 class TestConformance(PluginConformance):
     plugin_name = "rlrt"
+    refused_settings = [
+        ({"incorrect": "opsd"}, "rlrt.incorrect: must be one of grpo, rlsd, not 'opsd'"),
+        ({"credit": "scale"}, "rlrt.credit: must be one of add, reallocate, not 'scale'"),
+        ({"clip": -1.0}, "rlrt.clip: must be positive"),
+    ]
 
 
 @pytest.fixture
-def trainer(make_config):
-    return build_trainer(make_config(["rlrt"], model={"name_or_path": "stackrl/arith-tiny"}))
+def trainer(built_in_trainer):
+    return built_in_trainer(["rlrt"])
 
 
 def _rollout(tokenizer):
     """Group 1: right (its own route to the answer), wrong. Group 2: right, wrong. Advantages as GRPO's, except the
     last right row, given a negative one (another reward component could): routing follows the reward."""
-    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    prompts = ["What is (4 * 2) + 3?\n"] * 2 + ["What is (3 + 5) - 2?\n"] * 2
-    solutions = ["4 * 2 = 8\n8 + 3 = 11\nThe answer is 11."] * 2 + ["3 + 5 = 8\n8 - 2 = 6\nThe answer is 6."] * 2
-    completions = ["4 * 2 = 8\n3 + 8 = 11\nThe answer is 11.", "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.",
-                   solutions[2], "3 + 5 = 7\n7 - 2 = 5\nThe answer is 5."]
-    return Rollout(
-        prompts=prompts, completions=completions, prompt_ids=[encode(p) for p in prompts],
-        completion_ids=[encode(c) for c in completions], group_size=2,
-        columns={"solution": solutions, "answer": ["11", "11", "6", "6"]},
-        rewards={"exact_match": torch.tensor([1.0, 0.0, 1.0, 0.0])},
-        advantages=torch.tensor([0.7, -0.7, -0.2, -0.7]),
-    )
-
-
-def _plugin(**settings):
-    plugin = Rlrt(RlrtConfig(**settings))
-    plugin.name = "rlrt"
-    return plugin
+    first, second = WRITTEN_PROBLEMS
+    completions = ["4 * 2 = 8\n3 + 8 = 11\nThe answer is 11.", WRITTEN_SLIPS[first], WRITTEN_PROBLEMS[second],
+                   WRITTEN_SLIPS[second]]
+    return written_rollout(tokenizer, [first, first, second, second], completions,
+                           advantages=torch.tensor([0.7, -0.7, -0.2, -0.7]))
 
 
 @pytest.mark.parametrize("incorrect", ["grpo", "rlsd"])
 def test_correct_rows_get_the_reversed_exponent_and_incorrect_ones_their_route(trainer, incorrect):
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlrt")
-    got = _plugin(clip=1.5, incorrect=incorrect, credit="reallocate").reshape_advantages(rollout.advantages, ctx)
+    plugin = make_plugin("rlrt", clip=1.5, incorrect=incorrect, credit="reallocate")
+    got = plugin.reshape_advantages(rollout.advantages, ctx)
     gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
     sign = torch.tensor([-1.0, -1.0 if incorrect == "rlsd" else 0.0, -1.0, -1.0 if incorrect == "rlsd" else 0.0])
     # correct rows: exp(-gap), whatever their advantage's sign; incorrect: RLSD's exp(sign(A) gap), or 1
@@ -70,7 +62,7 @@ def test_by_default_the_boost_adds_to_grpo_and_takes_nothing_from_other_tokens(t
     keeps at least GRPO's advantage; incorrect rows keep GRPO's."""
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlrt")
-    got = _plugin(clip=1.5).reshape_advantages(rollout.advantages, ctx)
+    got = make_plugin("rlrt", clip=1.5).reshape_advantages(rollout.advantages, ctx)
     gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
     boost = torch.exp(-gap.clamp(-1.5, 1.5)).clamp_min(1.0)
     grpo = rollout.advantages.unsqueeze(1) * mask
@@ -84,7 +76,7 @@ def test_the_correct_rows_own_step_gets_the_most_credit(trainer):
     """The right row writes "3 + 8" where the reference has "8 + 3": the teacher did not predict that "3", so RLRT
     credits it most (RLSD's unreversed rule would credit it least)."""
     rollout = _rollout(trainer.processing_class)
-    got = _plugin().reshape_advantages(rollout.advantages, advantage_context(trainer, rollout, "rlrt"))
+    got = make_plugin("rlrt").reshape_advantages(rollout.advantages, advantage_context(trainer, rollout, "rlrt"))
     own = len(trainer.processing_class("4 * 2 = 8\n", add_special_tokens=False)["input_ids"])
     assert trainer.processing_class.decode(rollout.completion_ids[0][own]) == "3"
     assert int(got[0, : len(rollout.completion_ids[0])].argmax()) == own
@@ -95,20 +87,11 @@ def test_boosted_tokens_are_logged_per_correct_row(trainer):
     logged = {}
     ctx = advantage_context(trainer, rollout, "rlrt")
     ctx._log = lambda name, value: logged.__setitem__(name, value)
-    plugin = _plugin(self_driven_margin=0.1)
+    plugin = make_plugin("rlrt", self_driven_margin=0.1)
     plugin.reshape_advantages(rollout.advantages, ctx)
     gap = TokenSignals.of(ctx).gap(REFERENCE)
     expected = ((gap[[0, 2]] < -0.1) & TokenSignals.of(ctx).mask[[0, 2]].bool()).sum().item() / 2
     assert expected > 0 and logged["rlrt/boosted_per_correct_row"] == expected
-
-
-def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="rlrt.incorrect: must be one of grpo, rlsd, not 'opsd'"):
-        RlrtConfig(incorrect="opsd")
-    with pytest.raises(ConfigError, match="rlrt.credit: must be one of add, reallocate, not 'scale'"):
-        RlrtConfig(credit="scale")
-    with pytest.raises(ConfigError, match="rlrt.clip: must be positive"):
-        RlrtConfig(clip=-1.0)
 
 
 @pytest.mark.mechanism
@@ -118,7 +101,4 @@ def test_self_driven_tokens_are_boosted_and_accuracy_holds():
     found = mechanism.boosted(problems=48, seed=0)
     assert found["correct_rows"] >= 10 and found["per_correct_row"] > 0
     assert found["rlrt_ratio"] > 2.0 > 0.5 > found["rlsd_ratio"], found
-    heldout = 64
-    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
-    p = accuracy["grpo"]
-    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
+    assert_accuracy_holds(mechanism.RECIPE, steps=8, heldout=64, seed=0)

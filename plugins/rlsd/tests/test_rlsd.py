@@ -1,51 +1,49 @@
 """RLSD: the outcome sets each token's direction, the teacher's log-ratio its magnitude."""
 
 import dataclasses
-import math
 from pathlib import Path
 
 import pytest
 import torch
 
-from stackrl import ConfigError
 from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
-from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.heldout import WRITTEN_PROBLEMS, advantage_context, against_grpo, written_rollout
+from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.heldout import advantage_context, assert_accuracy_holds, right_and_wrong_rollout
 from stackrl.testing.repository import load_script
-from stackrl_rlsd import Rlsd, RlsdConfig
+from stackrl_rlsd import RlsdConfig
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
 class TestConformance(PluginConformance):
     plugin_name = "rlsd"
+    refused_settings = [
+        ({"clip": 0.0}, "rlsd.clip: must be positive, not 0.0"),
+        ({"teacher": "ema"}, "rlsd.teacher: must be one of policy, reference, not 'ema'"),
+        ({"form": "linear"}, "rlsd.form: must be one of exponential, bounded, not 'linear'"),
+        ({"bound": 1.5}, r"rlsd.bound: must be in \(0, 1\), not 1.5"),
+        ({"mix": 2}, r"rlsd.mix: must be in \[0, 1\], not 2"),
+        ({"mix_decay_steps": -1}, "rlsd.mix_decay_steps: must be non-negative, not -1"),
+    ]
 
 
 @pytest.fixture
-def trainer(make_config):
-    return build_trainer(make_config(["rlsd"], model={"name_or_path": "stackrl/arith-tiny"}))
+def trainer(built_in_trainer):
+    return built_in_trainer(["rlsd"])
 
 
 def _rollout(tokenizer):
-    """A right and a wrong answer to one problem, and a right one to another: the wrong one errs at "9"."""
-    completions = [WRITTEN_PROBLEMS["(4 * 2) + 3"], "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12.", WRITTEN_PROBLEMS["(3 + 5) - 2"], WRITTEN_PROBLEMS["(3 + 5) - 2"]]
-    return written_rollout(tokenizer, ["(4 * 2) + 3"] * 2 + ["(3 + 5) - 2"] * 2, completions,
-                           advantages=torch.tensor([0.7, -0.7, 0.0, 0.0]))
-
-
-def _plugin(**settings):
-    plugin = Rlsd(RlsdConfig(**settings))
-    plugin.name = "rlsd"
-    return plugin
+    """A right and a wrong answer to one problem, the wrong one erring at "9"; the second group's advantages 0."""
+    return right_and_wrong_rollout(tokenizer, advantages=(0.7, -0.7, 0.0, 0.0))
 
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_advantages_are_the_outcome_times_the_clipped_exponentiated_gap(trainer, normalize):
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlsd")
-    got = _plugin(clip=1.5, normalize=normalize).reshape_advantages(rollout.advantages, ctx)
+    got = make_plugin("rlsd", clip=1.5, normalize=normalize).reshape_advantages(rollout.advantages, ctx)
     gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
     sign = rollout.advantages.sign().unsqueeze(1)
     weights = torch.exp(sign * gap.clamp(-1.5, 1.5)) * mask
@@ -62,7 +60,7 @@ def test_by_default_each_sequence_keeps_its_credit(trainer):
     """``normalize`` defaults to true: with no setting given, each row's token advantages sum to GRPO's total."""
     rollout = _rollout(trainer.processing_class)
     ctx = advantage_context(trainer, rollout, "rlsd")
-    got = _plugin().reshape_advantages(rollout.advantages, ctx)
+    got = make_plugin("rlsd").reshape_advantages(rollout.advantages, ctx)
     mask = TokenSignals.of(ctx).mask
     assert torch.allclose(got.sum(1), rollout.advantages * mask.sum(1), atol=1e-5)
     assert not torch.allclose(got, rollout.advantages.unsqueeze(1) * mask), "the weights do move credit"
@@ -74,7 +72,7 @@ def test_the_bounded_form_keeps_weights_near_one_at_a_decaying_share(trainer, st
     the share falling linearly to 0 over 50 steps; no renormalisation."""
     rollout = _rollout(trainer.processing_class)
     ctx = dataclasses.replace(advantage_context(trainer, rollout, "rlsd"), step=step)
-    got = _plugin(form="bounded", normalize=False).reshape_advantages(rollout.advantages, ctx)
+    got = make_plugin("rlsd", form="bounded", normalize=False).reshape_advantages(rollout.advantages, ctx)
     gap, mask = TokenSignals.of(ctx).gap(REFERENCE), TokenSignals.of(ctx).mask
     bounded = torch.exp(rollout.advantages.sign().unsqueeze(1) * gap).clamp(0.8, 1.2)
     expected = rollout.advantages.unsqueeze(1) * ((1 - share) + share * bounded) * mask
@@ -88,27 +86,12 @@ def test_the_wrong_rollout_is_blamed_most_where_the_teacher_rejects_it(trainer):
     second line: that token gets the most negative advantage. With the exponent's sign flipped, it would get the
     least."""
     rollout = _rollout(trainer.processing_class)
-    got = _plugin().reshape_advantages(rollout.advantages, advantage_context(trainer, rollout, "rlsd"))
+    got = make_plugin("rlsd").reshape_advantages(rollout.advantages, advantage_context(trainer, rollout, "rlsd"))
     wrong = rollout.completion_ids[1]
     carried = len(trainer.processing_class("4 * 2 = 9\n", add_special_tokens=False)["input_ids"])
     assert trainer.processing_class.decode(wrong[carried]) == "9"
     assert int(got[1, : len(wrong)].argmin()) == carried
     assert got[1, carried] < 3 * got[1, : len(wrong)].mean()
-
-
-def test_bad_settings_name_the_key():
-    with pytest.raises(ConfigError, match="rlsd.clip: must be positive, not 0.0"):
-        RlsdConfig(clip=0.0)
-    with pytest.raises(ConfigError, match="rlsd.teacher: must be one of policy, reference, not 'ema'"):
-        RlsdConfig(teacher="ema")
-    with pytest.raises(ConfigError, match="rlsd.form: must be one of exponential, bounded, not 'linear'"):
-        RlsdConfig(form="linear")
-    with pytest.raises(ConfigError, match="rlsd.bound: must be in \\(0, 1\\), not 1.5"):
-        RlsdConfig(bound=1.5)
-    with pytest.raises(ConfigError, match="rlsd.mix: must be in \\[0, 1\\], not 2"):
-        RlsdConfig(mix=2)
-    with pytest.raises(ConfigError, match="rlsd.mix_decay_steps: must be non-negative, not -1"):
-        RlsdConfig(mix_decay_steps=-1)
 
 
 @pytest.mark.mechanism
@@ -119,10 +102,7 @@ def test_wrong_rollouts_are_blamed_off_their_correct_steps_and_accuracy_holds():
     assert shares["rows"] >= 10
     assert shares["prefix_rlsd"] < 0.8 * shares["prefix_grpo"], shares
     assert shares["rejected_rlsd"] > 2 * shares["rejected_grpo"], shares
-    heldout = 64
-    accuracy = against_grpo(mechanism.RECIPE, steps=8, heldout=heldout, seed=0)
-    p = accuracy["grpo"]
-    assert accuracy["method"] >= p - math.sqrt(p * (1 - p) / heldout), accuracy
+    assert_accuracy_holds(mechanism.RECIPE, steps=8, heldout=64, seed=0)
 
 
 def test_the_default_template_is_the_built_in_reference_layout():

@@ -8,6 +8,7 @@ import torch
 
 from stackrl import RewardContext, Rollout
 from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.heldout import completion_logits
 from stackrl_sar import SAR, SARConfig
 from stackrl_sar.plugin import answer_only_prompt, self_aligned_reward
 
@@ -62,27 +63,46 @@ def test_a_positive_floor_is_refused():
         SARConfig(floor=0.5)
 
 
-def test_an_answer_earns_more_under_its_own_question_on_the_built_in_model(make_config):
-    """The built-in model's worked solution of one question reads far likelier after that question than after
-    another one, and about as likely as alone after another: SAR rewards the match, not the text."""
-    from stackrl.run import build_trainer
+OWN, OTHER = "What is (3 + 4) * 2?\n", "What is (9 * 5) + 16?\n"
+SOLUTION = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14."
 
-    trainer = build_trainer(make_config(["sar"], model={"name_or_path": "stackrl/arith-tiny"}))
+
+def _reward(trainer):
+    """The plugin's rewards of the solution to OWN after OWN and after OTHER, and what it logged."""
     tokenizer = trainer.processing_class
-    own, other = "What is (3 + 4) * 2?\n", "What is (9 * 5) + 16?\n"
-    solution = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14."
-    ids = tokenizer(solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    rollout = Rollout(
-        prompts=[own, other],
-        completions=[solution, solution],
-        prompt_ids=[tokenizer(p)["input_ids"] for p in (own, other)],
-        completion_ids=[ids, ids],
-        columns={},
-        group_size=2,
-    )
+    ids = tokenizer(SOLUTION, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    rollout = Rollout(prompts=[OWN, OTHER], completions=[SOLUTION] * 2,
+                      prompt_ids=[tokenizer(p)["input_ids"] for p in (OWN, OTHER)], completion_ids=[ids, ids],
+                      columns={}, group_size=2)
     logs = {}
     ctx = RewardContext(step=0, tokenizer=tokenizer, policy=trainer._shared_policy, _log=logs.__setitem__,
                         _plugin="sar", rollout=rollout)
-    matched, mismatched = SAR(SARConfig()).reward(ctx)
+    return SAR(SARConfig()).reward(ctx), logs, rollout
+
+
+def test_an_answer_earns_more_under_its_own_question_on_the_built_in_model(built_in_trainer):
+    """The built-in model's worked solution of one question reads far likelier after that question than after
+    another one, and about as likely as alone after another: SAR rewards the match, not the text."""
+    (matched, mismatched), logs, _ = _reward(built_in_trainer(["sar"]))
     assert matched > 0.8 and mismatched < 0.3  # measured: 0.91 and 0.08
     assert set(logs) == {"sar/floored", "sar/ppl_with_question", "sar/ppl_answer_only"}
+
+
+def test_both_perplexities_are_read_at_the_sampling_temperature(built_in_trainer):
+    """The completion is scored as the policy sampled it, its logits over the run's sampling temperature, after
+    the prompt and after the question-free one; at temperature 1 the rewards would differ."""
+    temperature = 1.5
+    trainer = built_in_trainer(["sar"], trainer={"temperature": temperature})
+    rewards, _, rollout = _reward(trainer)
+
+    def nll(context, completion, scale):
+        logps = (completion_logits(trainer.model, context, completion) / scale).log_softmax(-1)
+        return -logps.gather(-1, torch.tensor(completion)[:, None]).mean().item()
+
+    def by_hand(scale):
+        bare = answer_only_prompt(OWN, trainer.processing_class)
+        return [max(1 - math.exp(nll(context, completion, scale) - nll(bare, completion, scale)), -1.0)
+                for context, completion in zip(rollout.prompt_ids, rollout.completion_ids)]
+
+    assert rewards == pytest.approx(by_hand(temperature), abs=1e-5)
+    assert rewards != pytest.approx(by_hand(1.0), abs=1e-3)

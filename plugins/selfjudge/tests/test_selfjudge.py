@@ -6,44 +6,33 @@ rules of self-instruction: tests/test_selfinstruct.py)."""
 
 from pathlib import Path
 
-import pytest
 import yaml
-from transformers import AutoTokenizer
 
-from stackrl.blocks.judges import Mode, parse_judgement
+from stackrl.blocks.judges import Mode
 from stackrl.run import build_trainer
-from stackrl.tasks import JUDGE_TEMPLATE, arith_tiny_path
+from stackrl.tasks import JUDGE_TEMPLATE
 from stackrl.tasks.arithmetic import read_problem
-from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import DrawnGroups
-from stackrl.testing.heldout import written_rollout
-from stackrl.testing.judging import JudgingMechanism
+from stackrl.testing.judging import JudgingConformance, JudgingMechanism, judge_prompt, read_judgement
 from stackrl.testing.scripted import script_problems
 from stackrl.testing.tiny import tiny_config
 from stackrl_selfjudge import SelfJudge
 
 
-class TestConformance(PluginConformance):
+class TestConformance(JudgingConformance):
     plugin_name = "selfjudge"
-    plugin_settings = {"selfjudge": {"max_new_tokens": 8}}
 
 
-@pytest.mark.mechanism
 class TestMechanism(JudgingMechanism):
     plugin_name = "selfjudge"
 
 
 def test_it_asks_for_a_check_of_its_own_solution_and_reads_the_verdict_line():
-    settings = SelfJudge().config
-    rollout = written_rollout(AutoTokenizer.from_pretrained(arith_tiny_path()), ["(4 * 2) + 3"], ["4 * 2 = 9"],
-                              group_size=1)
-    [prompt] = SelfJudge()._judge.prompts(rollout)
-    assert "What is (4 * 2) + 3?" in prompt and "4 * 2 = 9" in prompt and "Verdict: wrong" in prompt
-    assert settings.mode is Mode.generate
-    read = lambda text: parse_judgement(text, settings.scale, settings.verdict_prefix)  # noqa: E731
-    assert read("4 * 2 = 8, not 9.\nVerdict: wrong") == 0.0
-    assert read("Each step holds.\nVerdict: correct") == 1.0
-    assert read("Each step holds, so it is correct.") is None  # no verdict line: malformed, not 0
+    plugin = SelfJudge()
+    assert "Verdict: wrong" in judge_prompt(plugin, "4 * 2 = 9") and plugin.config.mode is Mode.generate
+    assert read_judgement(plugin, "4 * 2 = 8, not 9.\nVerdict: wrong") == 0.0
+    assert read_judgement(plugin, "Each step holds.\nVerdict: correct") == 1.0
+    assert read_judgement(plugin, "Each step holds, so it is correct.") is None  # no verdict line: malformed, not 0
 
 
 # -- the practice-problem loop, its writing scripted (exact counts) ---------------------------------------------------

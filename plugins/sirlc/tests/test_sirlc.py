@@ -5,33 +5,26 @@ group (stackrl.testing.judging.JudgingMechanism)."""
 
 import pytest
 import torch
-from transformers import AutoTokenizer
 
 from stackrl import RewardContext
 from stackrl.blocks.judges import Mode, Scale
-from stackrl.tasks import arith_tiny_path
-from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.heldout import written_rollout
-from stackrl.testing.judging import JudgingMechanism
+from stackrl.testing.judging import JudgingConformance, JudgingMechanism, judge_prompt
 from stackrl.testing.tiny import tiny_config
 from stackrl_sirlc import CORRECTNESS, SIRLC
 
 
-class TestConformance(PluginConformance):
+class TestConformance(JudgingConformance):
     plugin_name = "sirlc"
-    plugin_settings = {"sirlc": {"max_new_tokens": 8}}
 
 
-@pytest.mark.mechanism
 class TestMechanism(JudgingMechanism):
     plugin_name = "sirlc"
 
 
 def test_it_asks_whether_the_answer_is_correct_and_scores_the_yes_no_likelihood():
     settings = SIRLC().config
-    rollout = written_rollout(AutoTokenizer.from_pretrained(arith_tiny_path()), ["(4 * 2) + 3"], ["4 * 2 = 8"],
-                              group_size=1)
-    [prompt] = SIRLC()._judge.prompts(rollout)
+    prompt = judge_prompt(SIRLC(), "4 * 2 = 8")
     assert prompt.startswith("Here is a question and an answer to it.\nQuestion: What is (4 * 2) + 3?")
     assert prompt.endswith("Answer: 4 * 2 = 8\nIs the answer to the question correct? Reply yes or no.\nReply:")
     assert (settings.mode, settings.scale) == (Mode.likelihood, Scale.yes_no)
