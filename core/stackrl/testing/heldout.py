@@ -10,13 +10,16 @@
   run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`);
 - :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins;
 - :func:`sampled_attempts`: a model's seeded sampled attempts at a config's held-out problems, the fixed attempts
-  a benchmark has every model verify or retry.
+  a benchmark has every model verify or retry;
+- :func:`self_correction`: held-out self-correction of a model retrying its own attempts (``eval.skill: repair``),
+  the figures of the two-attempt methods' benchmarks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -174,3 +177,19 @@ def sampled_attempts(model, tokenizer, config, size: int) -> list[tuple[str, str
     attempts = generate(model, tokenizer, questions, greedy=False, seed=0,
                         max_new_tokens=config.host.trainer["max_completion_length"])
     return list(zip(questions, attempts, answers))
+
+
+def self_correction(model, tokenizer, config) -> dict[str, float]:
+    """``config``'s held-out problems (``eval.size`` of them) attempted by ``model`` and each attempt retried after
+    the built-in retry instruction (``eval.skill: repair``): ``net`` = (wrong -> right minus right -> wrong) over
+    all problems, its halves ``fix`` (of wrong attempts) and ``keep`` (of right ones), and ``first``, the attempts'
+    accuracy."""
+    from stackrl.evaluation import evaluate
+
+    evaluation = replace(config.host.eval, skill="repair")
+    figures = evaluate(model, tokenizer, replace(config, host=replace(config.host, eval=evaluation)),
+                       config.host.trainer["max_completion_length"])  # fmt: skip
+    wrong, right = figures["wrong_attempts"], figures["right_attempts"]
+    fixed, broken = figures["fix"] * wrong, (1 - figures["keep"]) * right
+    return {"net": (fixed - broken) / (wrong + right), "fix": figures["fix"], "keep": figures["keep"],
+            "first": right / (wrong + right)}  # fmt: skip

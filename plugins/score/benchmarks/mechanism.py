@@ -11,28 +11,15 @@ raises; ``fix`` and ``keep`` are its two halves.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "score-cpu.yaml"
 FIGURES = ("net", "fix", "keep", "first")
 
 
-def measure(model, tokenizer, config) -> dict:
-    from stackrl.evaluation import evaluate
-
-    evaluation = replace(config.host.eval, skill="repair")
-    figures = evaluate(model, tokenizer, replace(config, host=replace(config.host, eval=evaluation)),
-                       config.host.trainer["max_completion_length"])  # fmt: skip
-    wrong, right = figures["wrong_attempts"], figures["right_attempts"]
-    fixed, broken = figures["fix"] * wrong, (1 - figures["keep"]) * right
-    return {"net": (fixed - broken) / (wrong + right), "fix": figures["fix"], "keep": figures["keep"],
-            "first": right / (wrong + right)}  # fmt: skip
-
-
 def run(method: str, seed: int, steps: int, folder: Path, overrides) -> dict:
     from stackrl.run import build_trainer
-    from stackrl.testing.heldout import recipe_config
+    from stackrl.testing.heldout import recipe_config, self_correction
 
     if method == "grpo":  # the plugin's settings (score.stage_two_step=...) belong to the SCoRe runs alone
         overrides = [*(o for o in overrides if not o.startswith("score.")), "rewards.exact_match=1.0"]
@@ -41,7 +28,7 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides) -> dict:
     trainer = build_trainer(config)
     if steps:
         trainer.train()
-    return measure(trainer.model, trainer.processing_class, config)
+    return self_correction(trainer.model, trainer.processing_class, config)
 
 
 def main() -> None:
