@@ -12,7 +12,8 @@
 - :func:`sampled_attempts`: a model's seeded sampled attempts at a config's held-out problems, the fixed attempts
   a benchmark has every model verify or retry;
 - :func:`self_correction`: held-out self-correction of a model retrying its own attempts (``eval.skill: repair``),
-  the figures of the two-attempt methods' benchmarks.
+  the figures of the two-attempt methods' benchmarks, and :func:`self_correction_after` the same after a short run
+  of a recipe or of plain GRPO.
 """
 
 from __future__ import annotations
@@ -193,3 +194,20 @@ def self_correction(model, tokenizer, config) -> dict[str, float]:
     fixed, broken = figures["fix"] * wrong, (1 - figures["keep"]) * right
     return {"net": (fixed - broken) / (wrong + right), "fix": figures["fix"], "keep": figures["keep"],
             "first": right / (wrong + right)}  # fmt: skip
+
+
+def self_correction_after(recipe, plugin: str, method: str, *, seed: int, steps: int, folder: Path,
+                          overrides=()) -> dict[str, float]:
+    """:func:`self_correction` after ``steps`` steps of ``recipe`` at ``seed`` (``folder`` for the run's outputs):
+    with its plugin ``plugin`` where ``method`` names it, else as plain GRPO on single attempts (``exact_match``
+    back on; overrides of the plugin's section go to the plugin's runs alone)."""
+    from stackrl.run import build_trainer
+
+    if method != plugin:
+        overrides = [*(o for o in overrides if not o.startswith(f"{plugin}.")), "rewards.exact_match=1.0"]
+    config = recipe_config(recipe, plugins=method == plugin, seed=seed, steps=steps,
+                           output_dir=folder / f"{method}-{seed}", overrides=overrides)  # fmt: skip
+    trainer = build_trainer(config)
+    if steps:
+        trainer.train()
+    return self_correction(trainer.model, trainer.processing_class, config)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import random
 
 from stackrl import ConfigError, hookimpl
-from stackrl.blocks.turns import ANSWER, SEGMENTS_COLUMN, Trajectory, TwoStages, first_turn, generate_turn, packed_samples
+from stackrl.blocks.turns import (
+    ANSWER, SEGMENTS_COLUMN, Trajectory, TwoStages, first_turn, generate_turn, packed_samples,
+)
 from stackrl.plugin import training_only
 from stackrl.rewards import extract_answer, reference_answers
 from stackrl_octopus.config import OctopusConfig
@@ -37,7 +39,7 @@ def spliced(first: Trajectory, second: Trajectory, marker: list[int], eos_token_
 
 
 class Octopus(TwoStages):
-    """Dense self-correction rows recombined from a group's own attempts, the first attempt masked where it conflicts."""
+    """Dense self-correction rows recombined from a group's own attempts, first attempts masked where they conflict."""
 
     Config = OctopusConfig
     activity = "completions were recombined from two sampled attempts"
@@ -75,7 +77,8 @@ class Octopus(TwoStages):
             mine, answer = sampled[group * n : (group + 1) * n], answers[group * size]
             first = [self.judged(row.segments[0].text, answer) for row in mine]
             second = [self.judged(row.segments[1].text, answer) for row in mine]
-            chosen = [(i, i) for i in range(n)] + select_pairs(first, second, size - n, size, self.config.selection, rng)
+            added = select_pairs(first, second, size - n, size, self.config.selection, rng)
+            chosen = [(i, i) for i in range(n)] + added
             for i, j in chosen:
                 rows.append(mine[i] if i == j else spliced(mine[i], mine[j], marker, ctx.eos_token_ids))
                 pairs.append((i, j))
@@ -89,11 +92,10 @@ class Octopus(TwoStages):
 
     @hookimpl
     def reward(self, ctx):
-        rollout = ctx.rollout
-        if PAIR_COLUMN not in rollout.columns:  # evaluation: plain solutions, scored by the outcome rewards
-            return [None] * len(rollout)
-        attempts = self._attempts(rollout)
-        pairs, segments = rollout.columns[PAIR_COLUMN], rollout.columns[SEGMENTS_COLUMN]
+        columns = ctx.rollout.columns
+        if PAIR_COLUMN not in columns:  # evaluation: plain solutions, scored by the outcome rewards
+            return [None] * len(ctx.rollout)
+        attempts, pairs, segments = self._attempts(ctx.rollout), columns[PAIR_COLUMN], columns[SEGMENTS_COLUMN]
         ctx.acted(sum(i != j for i, j in pairs), of=len(pairs))
         kinds = [KINDS.get((bool(a), bool(b))) for a, b in attempts]
         sampled = [kind for kind, (i, j) in zip(kinds, pairs) if i == j]
@@ -105,7 +107,8 @@ class Octopus(TwoStages):
     def masked_first(self, rollout) -> list[bool]:
         """Per row, whether its first attempt stays out of the policy loss: every row of stage I, and in stage II
         the rows whose two attempts differ in correctness (an unanswered attempt is wrong)."""
-        return [stage == 1 or bool(a) != bool(b) for stage, (a, b) in zip(rollout.columns[STAGE_COLUMN], self._attempts(rollout))]
+        stages = rollout.columns[STAGE_COLUMN]
+        return [stage == 1 or bool(a) != bool(b) for stage, (a, b) in zip(stages, self._attempts(rollout))]
 
     @hookimpl
     def reshape_advantages(self, advantages, ctx):

@@ -56,7 +56,6 @@ def select_pairs(first: Sequence[bool | None], second: Sequence[bool | None], ex
         half = max(0, n - k) // 2
         take(found[FIX], half)
         take(found[KEEP], half)
-        take(found[BREAK], 1)
         take(found[MISS], extra)
         take(found[BREAK], extra)
     elif k in (0, n):  # no positive or no negative sampled: nothing to balance

@@ -38,6 +38,12 @@ def test_the_authors_code_takes_half_the_missing_positives_as_fixes_half_as_keep
     assert len(pairs) == 4
 
 
+def test_the_authors_code_takes_fixes_before_keeps_when_room_is_short():
+    first, second = [F, F, F, F, T, T], [T, F, F, F, F, F]  # one sampled row right: two positives missing each
+    pairs = select_pairs(first, second, extra=2, group_size=8, rule="code", rng=random.Random(0))
+    assert kinds(pairs, first, second) == [FIX, FIX]
+
+
 def test_the_paper_takes_the_missing_positives_as_fixes_first_then_negatives_and_never_a_row_with_itself():
     for seed in range(5):
         pairs = select_pairs(FIRST, SECOND, extra=4, group_size=8, rule="paper", rng=random.Random(seed))
@@ -137,10 +143,12 @@ def test_a_group_is_its_sampled_rows_then_recombinations_rewarded_and_masked_by_
     answers = rollout.columns["answer"]
     judged = [[exact_match(s.text, a) == 1.0 if "The answer is" in s.text else None for s in segs]
               for segs, a in zip(rollout.columns["segments"], answers)]
-    expected = [correction_reward(a, b, s[0].text == s[1].text, OctopusConfig()) for (a, b), s in zip(judged, rollout.columns["segments"])]
+    expected = [correction_reward(a, b, s[0].text == s[1].text, OctopusConfig())
+                for (a, b), s in zip(judged, rollout.columns["segments"])]
     assert rollout.rewards["octopus"].tolist() == pytest.approx(expected)
     # Stage II: a row's first attempt trains only where both attempts agree in correctness.
     for row, (segs, (a, b)) in enumerate(zip(rollout.columns["segments"], judged)):
-        first, second = rollout.advantages[row, segs[0].start : segs[0].end], rollout.advantages[row, segs[1].start : segs[1].end]
+        first = rollout.advantages[row, segs[0].start : segs[0].end]
+        second = rollout.advantages[row, segs[1].start : segs[1].end]
         assert torch.all(second == second[0])
         assert torch.all(first == (second[0] if bool(a) == bool(b) else 0.0))

@@ -27,14 +27,14 @@ FIGURES = ("first", "final", "verifications", "rethought", "yes_precision")
 def measure(trainer, settings, categories, size: int) -> dict:
     from stackrl.tasks import parse_verdict
     from stackrl.tasks.arithmetic import make_dataset
-    from stackrl_svrr1.plugin import trajectories
+    from stackrl_svrr1 import SvrR1
 
     rows = make_dataset("test", size, seed=0, categories=categories)
     policy = trainer._shared_policy
     ctx = SimpleNamespace(generate=policy.generate, tokenizer=trainer.processing_class, eos_token_ids=policy.eos_token_ids)
     torch.manual_seed(1234)
     answers, first_verdicts, verifications = [], [], 0
-    for trajectory, answer in zip(trajectories(list(rows["question"]), ctx, settings), rows["answer"]):
+    for trajectory, answer in zip(SvrR1(settings).trajectories(list(rows["question"]), ctx), rows["answer"]):
         answers.append([settings.is_correct(s.text, answer) for s in trajectory.of_kind("answer")])
         checks = trajectory.of_kind("verify")
         verifications += len(checks)

@@ -18,29 +18,31 @@ from stackrl.plugin import training_only
 from stackrl_svrr1.config import SvrR1Config
 
 
-def trajectories(prompts: list, ctx, config: SvrR1Config) -> list:
-    """Answer and self-verify, and rethink after each "no", up to ``turns`` answers, for every prompt."""
-    return verify_then_revise(prompts, ctx, answers=config.turns, verify=config.verify_instruction,
-                              revise=config.rethink_instruction, verify_last=config.verify_last)
-
-
 class SvrR1(Plugin):
     """Self-verification as a turn of the rollout: a "no" buys a rethink, the final answer's outcome pays for all."""
 
     Config = SvrR1Config
     activity = "completions rethought their answer after a 'no' self-verdict"
 
+    def trajectories(self, prompts: list, ctx) -> list:
+        """Answer and self-verify, and rethink after each "no", up to ``turns`` answers, for every prompt."""
+        settings = self.config
+        return verify_then_revise(prompts, ctx, answers=settings.turns, verify=settings.verify_instruction,
+                                  revise=settings.rethink_instruction, verify_last=settings.verify_last)
+
     @hookimpl
     @training_only
     def generate_rollout(self, prompts, ctx):
-        return packed_samples(trajectories(prompts, ctx, self.config))
+        return packed_samples(self.trajectories(prompts, ctx))
 
     @hookimpl
     def reward(self, ctx):
         rollout = ctx.rollout
         if SEGMENTS_COLUMN not in rollout.columns:  # evaluation: plain solutions, scored by the outcome rewards
             return [None] * len(rollout)
-        right = lambda segment, answer: self.config.is_correct(segment.text, answer) if segment.kind == ANSWER else None  # noqa: E731
+        def right(segment, answer):
+            return self.config.is_correct(segment.text, answer) if segment.kind == ANSWER else None
+
         judged = judged_segments(rollout, right, plugin=self.name, column=self.config.answer_column,
                                  purpose="judge final answers against")
         answers = [[r for s, r in zip(segments, row) if s.kind == ANSWER]
@@ -49,7 +51,8 @@ class SvrR1(Plugin):
         rethought = [a for a in answers if len(a) > 1]
         ctx.log("verifications", sum(verifications) / len(verifications))  # the paper's "verification turns"
         ctx.log("rethought", len(rethought) / len(answers))
-        ctx.acted(len(rethought), of=len(answers), hint=f"no self-verdict said no within svrr1.turns {self.config.turns}")
+        ctx.acted(len(rethought), of=len(answers),
+                  hint=f"no self-verdict said no within svrr1.turns {self.config.turns}")
         if rethought:
             for name, value in transitions([a[0] for a in rethought], [a[-1] for a in rethought]).items():
                 ctx.log(f"rethought_{name}", value)

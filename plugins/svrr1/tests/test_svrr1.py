@@ -9,12 +9,16 @@ from stackrl import ConfigError
 from stackrl.blocks.turns import Segment
 from stackrl.context import Rollout
 from stackrl.rewards import exact_match
-from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION, parse_verdict
+from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
+from stackrl.testing.judging import verified_rows
 from stackrl_svrr1 import SvrR1, SvrR1Config
 
 A, V = "answer", "verify"
+SKILLS = {"name_or_path": "stackrl/arith-skills"}
+EASY = {"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}}
+SMALL = {"per_device_train_batch_size": 16, "max_completion_length": 48}
 
 
 class TestConformance(PluginConformance):
@@ -56,31 +60,15 @@ def test_the_reward_is_the_final_answer_s_correctness_whatever_the_verdicts_said
 
 
 def test_only_no_verdicts_buy_a_rethink_and_the_outcome_s_advantage_trains_every_written_token(make_config):
-    config = make_config(
-        ["svrr1"],
-        model={"name_or_path": "stackrl/arith-skills"},
-        data={"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
-        rewards={"exact_match": None},
-        svrr1={"turns": 2},
-        trainer={"per_device_train_batch_size": 16, "max_completion_length": 48},
-    )
+    config = make_config(["svrr1"], model=SKILLS, data=EASY, rewards={"exact_match": None}, trainer=SMALL)
     trainer = train_steps(config, steps=1)
-    rollout, tokens = trainer._rollouts["train"], trainer.processing_class
-    verify = tokens("\n" + JUDGE_MARKER + "\n", add_special_tokens=False)["input_ids"]
-    rethink = tokens("\n" + RETRY_INSTRUCTION + "\n", add_special_tokens=False)["input_ids"]
-    rethought, final = 0, []
-    for i, segments in enumerate(rollout.columns["segments"]):
-        ids, mask = rollout.completion_ids[i], rollout.loss_mask[i]
-        kinds = [s.kind for s in segments]
-        assert kinds in ([A, V], [A, V, A, V])  # every answer gets its verdict, the one at the cap too
-        for k, segment in enumerate(segments):
-            assert set(mask[segment.start : segment.end]) == {1}
-            if k + 1 < len(segments):  # between two segments: the injected instruction, masked
-                gap = ids[segment.end : segments[k + 1].start]
-                assert gap == (verify if segment.kind == A else rethink) and set(mask[segment.end : segments[k + 1].start]) == {0}
-        assert (len(kinds) == 4) == (parse_verdict(segments[1].text) is False)  # a rethink exactly after a "no"
-        rethought += len(kinds) == 4
-        final.append(exact_match(segments[-2].text, rollout.columns["answer"][i]))
+    rollout = trainer._rollouts["train"]
+    kinds = verified_rows(rollout, trainer.processing_class, verify="\n" + JUDGE_MARKER + "\n",
+                          revise="\n" + RETRY_INSTRUCTION + "\n", answers=2)
+    assert all(row in ([A, V], [A, V, A, V]) for row in kinds)  # every answer gets its verdict, the one at the cap too
+    rethought = sum(len(row) == 4 for row in kinds)
+    final = [exact_match(segments[-2].text, answer)
+             for segments, answer in zip(rollout.columns["segments"], rollout.columns["answer"])]
     assert rethought, "no self-verdict said no: the rethink is void"
     final = torch.tensor(final)
     assert torch.equal(rollout.rewards["svrr1"], final)  # the component is the final answer's correctness

@@ -32,7 +32,7 @@ def test_the_outcome_alone_pushes_a_no_to_a_wrong_answer_above_a_yes_and_a_yes_t
 
     def mean(first_right: bool, verdict: bool) -> float:
         values = by_case.get((first_right, verdict), [])
-        assert len(values) >= 5, f"too few rows with a {verdict} verdict on a first answer right={first_right}: {by_case}"
+        assert len(values) >= 5, f"too few {verdict} verdicts on first answers right={first_right}: {by_case}"
         return sum(values) / len(values)
 
     # The verdicts have no reward of their own: a "no" to a wrong answer earns only through the rethinks it buys
