@@ -35,8 +35,8 @@ def select_pairs(first: Sequence[bool | None], second: Sequence[bool | None], ex
     right -> wrong ones, the positives left over; every pair ``(i, j)`` is a candidate.
 
     ``rule="paper"`` (Algorithm 1): pairs with ``j != i``; up to ``group_size / 2 - k`` positives, wrong -> right
-    first, then right -> right, then negatives at random, then the positives left over; where every sampled row
-    is right or every one wrong, pairs at random.
+    first, then right -> right, then negatives at random, then the positives left over. Where every sampled row
+    ends right (or every one wrong) every candidate has one sign, and they come at random, Algorithm 1's rule 2.
 
     Either rule falls back on copies of the sampled rows when the candidates run out.
     """
@@ -56,13 +56,10 @@ def select_pairs(first: Sequence[bool | None], second: Sequence[bool | None], ex
         half = max(0, n - k) // 2
         take(found[FIX], half)
         take(found[KEEP], half)
+        take(found[BREAK], 1)
         take(found[MISS], extra)
         take(found[BREAK], extra)
-    elif k in (0, n):  # no positive or no negative sampled: nothing to balance
-        every = [pair for pairs in found.values() for pair in pairs]
-        rng.shuffle(every)
-        take(every, extra)
-    else:
+    else:  # a group whose sampled rows all end right (or all wrong) has pairs of one sign: they come at random
         take(found[FIX], group_size // 2 - k)
         take(found[KEEP], group_size // 2 - k - len(chosen))
         negatives = found[BREAK] + found[MISS]
