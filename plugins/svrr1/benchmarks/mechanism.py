@@ -53,9 +53,11 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides, size: int) 
     from stackrl.run import build_trainer
     from stackrl.testing.heldout import recipe_config
 
+    recipe = recipe_config(RECIPE, plugins=True, seed=seed, steps=steps, output_dir=folder, overrides=overrides)
+    if method == "grpo":  # plain GRPO on plain solutions: the outcome reward back on, the plugin's settings left out
+        overrides = [*(o for o in overrides if not o.startswith("svrr1.")), "rewards.exact_match=1.0"]
     trained = recipe_config(RECIPE, plugins=method == "svrr1", seed=seed, steps=steps,
                             output_dir=folder / f"{method}-{seed}", overrides=overrides)
-    recipe = recipe_config(RECIPE, plugins=True, seed=seed, steps=steps, output_dir=folder, overrides=overrides)
     trainer = build_trainer(trained)
     if steps:
         trainer.train()
