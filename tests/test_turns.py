@@ -21,7 +21,9 @@ from stackrl.blocks.turns import (
     rollout_segment_advantages,
     segment_advantages,
     transitions,
+    verify_then_revise,
 )
+from stackrl.policy import Generation
 from stackrl.run import build_trainer
 
 EOS = 9
@@ -46,6 +48,44 @@ def test_a_trajectory_packs_its_turns_masks_injected_text_and_keeps_only_the_las
     samples = packed_samples([t, last], {"tag": ["x", "y"]})
     assert samples.prompt_ids == [[1, 2], [1]] and samples.columns["tag"] == ["x", "y"]
     assert samples.loss_mask == [mask, [1, 1]] and samples.columns["segments"][1] == [Segment("answer", 0, 0, 2, "a")]
+
+
+class Scripted:
+    """A context whose policy writes each row's scripted replies in turn: one character a token, a row told by the
+    prompt its context starts with."""
+
+    eos_token_ids = [EOS]
+
+    def __init__(self, replies: dict[str, list[str]]):
+        self.replies = {prompt: list(texts) for prompt, texts in replies.items()}
+
+    def tokenizer(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def generate(self, contexts):
+        out = []
+        for context in contexts:
+            text = context if isinstance(context, str) else "".join(map(chr, context))
+            reply = self.replies[next(p for p in self.replies if text.startswith(p))].pop(0)
+            out.append(Generation(self.tokenizer(text)["input_ids"], [ord(c) for c in reply] + [EOS], reply))
+        return out
+
+
+@pytest.mark.parametrize("verify_last", [False, True])
+def test_verify_then_revise_goes_on_after_a_wrong_verdict_only_and_stops_at_the_cap(verify_last):
+    wrong, right = "Verdict: wrong", "Verdict: correct"
+    replies = {
+        "P0|": ["a1", right],  # a "correct" verdict ends the row
+        "P1|": ["a1", "no verdict"],  # so does a check without a verdict
+        "P2|": ["a1", wrong, "a2", right],
+        "P3|": ["a1", wrong, "a2", wrong, "a3", wrong],  # the cap: the third answer is the last
+    }
+    rows = verify_then_revise(list(replies), Scripted(replies), answers=3, verify="?", revise="!", verify_last=verify_last)
+    kinds = [[s.kind for s in row.segments] for row in rows]
+    last = ["verify"] if verify_last else []
+    assert kinds == [["answer", "verify"], ["answer", "verify"], ["answer", "verify", "answer", "verify"],
+                     ["answer", "verify", "answer", "verify", "answer", *last]]
+    assert "".join(map(chr, rows[3].packed()[0][:-1])) == "a1?" + wrong + "!a2?" + wrong + "!a3" + ("?" + wrong) * verify_last
 
 
 def test_segment_advantages_compare_each_segment_with_its_groups_same_kind_and_turn():

@@ -16,12 +16,17 @@ from typing import NamedTuple
 
 import torch
 
+from stackrl.blocks.kl import reference_kl
 from stackrl.blocks.roles import broadcast_segments
 from stackrl.context import Samples
 from stackrl.errors import ConfigError, PluginError
+from stackrl.hookspecs import hookimpl
+from stackrl.plugin import Plugin
 from stackrl.rewards import reference_answers
+from stackrl.tasks import parse_verdict
 
 SEGMENTS_COLUMN = "segments"  # column: each row's generated segments, a list of Segment
+ANSWER, VERIFY = "answer", "verify"  # the kinds of the segments of verify_then_revise's trajectories
 
 
 class Segment(NamedTuple):
@@ -95,6 +100,36 @@ def generate_turn(trajectories: Sequence[Trajectory], kind: str, ctx, **sampling
     each from its own context, and append it."""
     generations = ctx.generate([t.context() for t in trajectories], **sampling)
     return [t.add(kind, g.completion_ids, g.text, ctx.eos_token_ids) for t, g in zip(trajectories, generations)]
+
+
+def verify_then_revise(
+    prompts: Sequence, ctx, *, answers: int, verify: str, revise: str, verify_last: bool = False,
+    verdict: Callable[[str], bool | None] = parse_verdict,
+) -> list[Trajectory]:
+    """Answer, verify, and answer again after a "wrong" verdict, for every prompt, up to ``answers`` answers.
+
+    ``verify`` (injected after an answer) and ``revise`` (after a "wrong" verdict) are the instructions' texts;
+    ``verdict`` reads a verification (True: right, False: wrong, None: none), and only False goes on. The last
+    answer a row may give is verified only with ``verify_last``: its verdict then ends the row whatever it says.
+    Each turn is one ``ctx.generate`` call over the rows still going.
+    """
+    tokens = lambda text: ctx.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    verify_ids, revise_ids = tokens(verify), tokens(revise)
+    rows = first_turn(prompts, ANSWER, ctx)
+    active = list(rows)
+    for given in range(1, answers + 1):
+        if given == answers and not verify_last:
+            break
+        for row in active:
+            row.inject(verify_ids)
+        checks = generate_turn(active, VERIFY, ctx)
+        active = [row for row, check in zip(active, checks) if verdict(check.text) is False]
+        if given == answers or not active:
+            break
+        for row in active:
+            row.inject(revise_ids)
+        generate_turn(active, ANSWER, ctx)
+    return rows
 
 
 def packed_samples(trajectories: Sequence[Trajectory], columns: dict | None = None) -> Samples:
@@ -183,3 +218,59 @@ def transitions(before: Sequence[bool], after: Sequence[bool]) -> dict[str, floa
     fixed = sum(1 for a, b in zip(before, after) if not a and b) / n
     broken = sum(1 for a, b in zip(before, after) if a and not b) / n
     return {"wrong_to_right": fixed, "right_to_wrong": broken, "net_correction": fixed - broken}
+
+
+class TwoStages(Plugin):
+    """A plugin whose rows are two attempts in one trajectory, trained in two stages (SCoRe, Octopus).
+
+    In stage I a KL term (``first_attempt_kl`` times :func:`stackrl.blocks.kl.reference_kl`) holds each row's first
+    segment near the policy as training began, a snapshot named after the plugin and kept in checkpoints; stage II,
+    from the step ``stage_two_step`` on, drops it. The stage switches in ``post_step`` and is part of the plugin's
+    state, so a resumed run stays in the stage it reached. The subclass's ``Config`` has both fields, and its rows
+    carry the stage they were generated in, :meth:`stage_columns`, beside :data:`SEGMENTS_COLUMN`.
+    """
+
+    stage_column = ""  # the column of each row's stage: the subclass names it
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.stage = 1 if self.config.stage_two_step > 0 else 2
+        self.switched_at: int | None = None  # the step stage II began at
+
+    def stage_columns(self, rows: int) -> dict[str, list[int]]:
+        """The stage column of ``rows`` rows generated now."""
+        return {self.stage_column: [self.stage] * rows}
+
+    @hookimpl
+    def train_begin(self, ctx):
+        if ctx.step == 0 and self.stage == 1 and self.config.first_attempt_kl:
+            ctx.update_snapshot(self.name, checkpoint=True)  # the start, stage I's reference; a resume restores it
+
+    @hookimpl
+    def loss_term(self, ctx):
+        rollout = ctx.rollout
+        if self.stage_column not in rollout.columns or not self.config.first_attempt_kl:
+            return None
+        first = ctx.loss_mask.new_zeros(ctx.loss_mask.shape)
+        for row, (segments, stage) in enumerate(zip(rollout.columns[SEGMENTS_COLUMN], rollout.columns[self.stage_column])):
+            if stage == 1:  # stage II drops the KL
+                first[row, segments[0].start : segments[0].end] = 1
+        if not first.any():
+            return None
+        kl = reference_kl(ctx, first, model=self.name)
+        ctx.log("first_attempt_kl", kl.item())
+        return self.config.first_attempt_kl * kl
+
+    @hookimpl
+    def post_step(self, ctx):
+        if self.stage == 1 and ctx.step >= self.config.stage_two_step:
+            self.stage, self.switched_at = 2, ctx.step
+        ctx.log("stage", self.stage)
+
+    @hookimpl
+    def state_dict(self):
+        return {"stage": self.stage, "switched_at": self.switched_at}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.stage, self.switched_at = int(state["stage"]), state["switched_at"]

@@ -9,7 +9,9 @@ line a run as it ends, then the means over the seeds as a table.
 - :func:`diagnosed`: the main of the benchmarks that measure a plugin's signal on held-out rollouts of the
   untrained model, then held-out greedy accuracy after a short run against plain GRPO
   (:func:`stackrl.testing.heldout.against_grpo`);
-- :class:`ShortEvaluation`: the held-out evaluation of a mechanism test's short run of the script, and its noise.
+- :class:`ShortEvaluation`: the held-out evaluation of a mechanism test's short run of the script, and its noise;
+- :func:`self_correcting`: the main of the two-attempt methods' benchmarks, held-out self-correction after a short
+  run against plain GRPO (:func:`stackrl.testing.heldout.self_correction_after`).
 
 A script keeps its ``run(...)`` (or what its mechanism test calls) and its main is a few lines: parse, then
 ``compare(args, methods, lambda method, seed, folder: ..., figures=...)``.
@@ -136,3 +138,22 @@ def diagnosed(description: str, recipe: Path, diagnose: Callable[[int, int], dic
 
     plugin = recipe.name.removesuffix("-cpu.yaml")
     compare(args, (plugin,), run, figures=(*figures, "accuracy", "grpo_accuracy"))
+
+
+def self_correcting(description: str, plugin: str) -> None:
+    """The main of a benchmark that trains the plugin's CPU recipe (``configs/recipes/<plugin>-cpu.yaml``) and the
+    same recipe as plain GRPO (``grpo``) for ``--steps`` steps at each seed, and measures the untrained and each trained model's held-out self-correction on
+    ``--eval-size`` problems: ``net``, ``fix``, ``keep`` and ``first``
+    (:func:`stackrl.testing.heldout.self_correction`)."""
+    from stackrl.testing.heldout import self_correction_after
+
+    recipe = Path(__file__).resolve().parents[3] / "configs" / "recipes" / f"{plugin}-cpu.yaml"
+    args = arguments(description, steps=30, eval_size=300).parse_args()
+    overrides = [f"eval.size={args.eval_size}", *args.overrides]
+
+    def run(method: str, seed: int, steps: int, folder: Path) -> dict:
+        return self_correction_after(recipe, plugin, method, seed=seed, steps=steps, folder=folder, overrides=overrides)
+
+    compare(args, ("grpo", plugin), lambda method, seed, folder: run(method, seed, args.steps, folder),
+            figures=("net", "fix", "keep", "first"), before=lambda folder: run(plugin, 0, 0, folder),
+            number_format="+.3f")

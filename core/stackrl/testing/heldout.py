@@ -13,7 +13,10 @@
   accuracy beyond it;
 - :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins;
 - :func:`sampled_attempts`: a model's seeded sampled attempts at a config's held-out problems, the fixed attempts
-  a benchmark has every model verify or retry.
+  a benchmark has every model verify or retry;
+- :func:`self_correction`: held-out self-correction of a model retrying its own attempts (``eval.skill: repair``),
+  the figures of the two-attempt methods' benchmarks, and :func:`self_correction_after` the same after a short run
+  of a recipe or of plain GRPO.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -206,3 +210,36 @@ def sampled_attempts(model, tokenizer, config, size: int) -> list[tuple[str, str
     attempts = generate(model, tokenizer, questions, greedy=False, seed=0,
                         max_new_tokens=config.host.trainer["max_completion_length"])
     return list(zip(questions, attempts, answers))
+
+
+def self_correction(model, tokenizer, config) -> dict[str, float]:
+    """``config``'s held-out problems (``eval.size`` of them) attempted by ``model`` and each attempt retried after
+    the built-in retry instruction (``eval.skill: repair``): ``net`` = (wrong -> right minus right -> wrong) over
+    all problems, its halves ``fix`` (of wrong attempts) and ``keep`` (of right ones), and ``first``, the attempts'
+    accuracy."""
+    from stackrl.evaluation import evaluate
+
+    evaluation = replace(config.host.eval, skill="repair")
+    figures = evaluate(model, tokenizer, replace(config, host=replace(config.host, eval=evaluation)),
+                       config.host.trainer["max_completion_length"])  # fmt: skip
+    wrong, right = figures["wrong_attempts"], figures["right_attempts"]
+    fixed, broken = figures["fix"] * wrong, (1 - figures["keep"]) * right
+    return {"net": (fixed - broken) / (wrong + right), "fix": figures["fix"], "keep": figures["keep"],
+            "first": right / (wrong + right)}  # fmt: skip
+
+
+def self_correction_after(recipe, plugin: str, method: str, *, seed: int, steps: int, folder: Path,
+                          overrides=()) -> dict[str, float]:
+    """:func:`self_correction` after ``steps`` steps of ``recipe`` at ``seed`` (``folder`` for the run's outputs):
+    with its plugin ``plugin`` where ``method`` names it, else as plain GRPO on single attempts (``exact_match``
+    back on; overrides of the plugin's section go to the plugin's runs alone)."""
+    from stackrl.run import build_trainer
+
+    if method != plugin:
+        overrides = [*(o for o in overrides if not o.startswith(f"{plugin}.")), "rewards.exact_match=1.0"]
+    config = recipe_config(recipe, plugins=method == plugin, seed=seed, steps=steps,
+                           output_dir=folder / f"{method}-{seed}", overrides=overrides)  # fmt: skip
+    trainer = build_trainer(config)
+    if steps:
+        trainer.train()
+    return self_correction(trainer.model, trainer.processing_class, config)

@@ -7,7 +7,9 @@ and the benchmarks of the plugins whose policy judges measure.
   stackrl-selfverify), whose rows judge an attempt shown in the prompt, and :class:`VerifyMechanism`, the
   mechanism test those plugins run on it (subclass it as ``TestMechanism``);
 - :func:`finds_the_slip`: whether a check of a wrong attempt stops where a perfect judge does, the line a retry
-  after the check can carry on from (stackrl-rrr).
+  after the check can carry on from (stackrl-rrr);
+- :func:`verified_rows`: the rows of a rollout of answers verified in turn (``stackrl.blocks.turns.verify_then_revise``:
+  pag, svrr1), checked for their layout, their masks and their verdicts.
 
 The plugins on the judges block (:mod:`stackrl.blocks.judges`: selfjudge, sirlc, ssr) judge their own solutions:
 
@@ -280,3 +282,23 @@ def benchmark(plugin: str, description: str) -> None:
         return {**figures, **heldout(trainer.model, trainer.processing_class, config)}
 
     compare(args, (plugin, "grpo"), run, figures=(*FIGURES, "signal"), before=untrained)
+
+
+def verified_rows(rollout: Rollout, tokenizer, *, verify: str, revise: str, answers: int) -> list[list[str]]:
+    """Each row's segment kinds, after asserting that the rollout's rows are answers verified in turn
+    (:func:`stackrl.blocks.turns.verify_then_revise` with ``answers`` answers at most): the segments trained, and
+    between two of them the injected ``verify`` text after an answer, ``revise`` after a verification, out of the
+    loss; a verification followed by a new answer exactly when its verdict is "wrong" and answers are left."""
+    injected = {kind: tokenizer(text, add_special_tokens=False)["input_ids"] for kind, text in (("answer", verify), ("verify", revise))}
+    kinds = []
+    for ids, mask, segments in zip(rollout.completion_ids, rollout.loss_mask, rollout.columns["segments"]):
+        for k, segment in enumerate(segments):
+            assert set(mask[segment.start : segment.end]) == {1}
+            if k + 1 < len(segments):
+                gap = slice(segment.end, segments[k + 1].start)
+                assert ids[gap] == injected[segment.kind] and set(mask[gap]) == {0}
+            if segment.kind == "verify":
+                left = sum(s.kind == "answer" for s in segments[: k + 1]) < answers
+                assert (k + 1 < len(segments)) == (left and parse_verdict(segment.text) is False)
+        kinds.append([s.kind for s in segments])
+    return kinds

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.turns import (
-    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
-    rollout_segment_advantages, transitions,
+    SEGMENTS_COLUMN, final_answer_rewards, judged_segments, packed_samples, rollout_segment_advantages, transitions,
+    verify_then_revise,
 )
 from stackrl.plugin import training_only
 from stackrl.tasks import parse_verdict
@@ -21,22 +21,9 @@ from stackrl_pag.rewards import ANSWER, VERIFY, segment_rewards, verifier_figure
 
 
 def trajectories(prompts: list, ctx, config: PagConfig) -> list:
-    """Answer, verify, and revise after a "wrong" verdict, for every prompt; each turn one ``ctx.generate`` call."""
-    tokens = lambda text: ctx.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    verify, revise = tokens(config.verify_instruction), tokens(config.revise_instruction)
-    rows = first_turn(prompts, ANSWER, ctx)
-    active = list(rows)
-    for _ in range(config.turns - 1):
-        for row in active:
-            row.inject(verify)
-        checks = generate_turn(active, VERIFY, ctx)
-        active = [row for row, check in zip(active, checks) if parse_verdict(check.text) is False]
-        if not active:
-            break
-        for row in active:
-            row.inject(revise)
-        generate_turn(active, ANSWER, ctx)
-    return rows
+    """Answer, verify, and revise after a "wrong" verdict, for every prompt; the last answer is not verified."""
+    return verify_then_revise(prompts, ctx, answers=config.turns, verify=config.verify_instruction,
+                              revise=config.revise_instruction)
 
 
 class Pag(Plugin):

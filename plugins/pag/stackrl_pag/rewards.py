@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-ANSWER, VERIFY = "answer", "verify"  # the kinds of a trajectory's segments
+from stackrl.blocks.turns import ANSWER, VERIFY  # the kinds of a trajectory's segments
 
 
 def segment_rewards(kinds: Sequence[str], outcomes: Sequence, shaping: float) -> list[float]:

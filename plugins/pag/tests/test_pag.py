@@ -8,6 +8,7 @@ from stackrl.rewards import exact_match
 from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION, parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
+from stackrl.testing.judging import verified_rows
 from stackrl_pag import segment_rewards, verifier_figures
 
 A, V = "answer", "verify"
@@ -55,25 +56,16 @@ def test_only_answers_judged_wrong_are_revised_and_each_segment_is_credited_alon
         trainer={"per_device_train_batch_size": 16, "max_completion_length": 48},
     )
     trainer = train_steps(config, steps=1)
-    rollout, tokens = trainer._rollouts["train"], trainer.processing_class
-    verify = tokens("\n" + JUDGE_MARKER + "\n", add_special_tokens=False)["input_ids"]
-    revise = tokens("\n" + RETRY_INSTRUCTION + "\n", add_special_tokens=False)["input_ids"]
+    rollout = trainer._rollouts["train"]
+    kinds = verified_rows(rollout, trainer.processing_class, verify="\n" + JUDGE_MARKER + "\n",
+                          revise="\n" + RETRY_INSTRUCTION + "\n", answers=3)
     values, revised = [], 0
-    for i, segments in enumerate(rollout.columns["segments"]):
-        ids, mask, answer = rollout.completion_ids[i], rollout.loss_mask[i], rollout.columns["answer"][i]
-        kinds = [s.kind for s in segments]
-        assert kinds == [A, V, A, V, A][: len(kinds)]  # at most three answers, each but the last checked
-        for k, segment in enumerate(segments):
-            assert set(mask[segment.start : segment.end]) == {1}
-            if k + 1 < len(segments):  # between two segments: the injected instruction, masked
-                gap = ids[segment.end : segments[k + 1].start]
-                assert gap == (verify if segment.kind == A else revise) and set(mask[segment.end : segments[k + 1].start]) == {0}
-            if segment.kind == V:  # revised exactly when the verdict is "wrong", while answers are left
-                goes_on = k + 1 < len(segments)
-                assert goes_on == (parse_verdict(segment.text) is False)
-        revised += kinds.count(A) > 1
+    for i, (segments, row) in enumerate(zip(rollout.columns["segments"], kinds)):
+        assert row == [A, V, A, V, A][: len(row)]  # at most three answers, each but the last checked
+        revised += row.count(A) > 1
+        answer = rollout.columns["answer"][i]
         outcomes = [exact_match(s.text, answer) == 1.0 if s.kind == A else parse_verdict(s.text) for s in segments]
-        values.append(segment_rewards(kinds, outcomes, 1.0))
+        values.append(segment_rewards(row, outcomes, 1.0))
         final = [o for s, o in zip(segments, outcomes) if s.kind == A][-1]
         assert rollout.rewards["pag"][i] == float(final)  # the component is the final answer's correctness
     assert revised, "no answer was judged wrong: the check is void"

@@ -9,49 +9,7 @@ raises; ``fix`` and ``keep`` are its two halves.
     OMP_NUM_THREADS=1 .venv/bin/python plugins/score/benchmarks/mechanism.py --seeds 0 1 2 --steps 30
 """
 
-from __future__ import annotations
-
-from dataclasses import replace
-from pathlib import Path
-
-RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "score-cpu.yaml"
-FIGURES = ("net", "fix", "keep", "first")
-
-
-def measure(model, tokenizer, config) -> dict:
-    from stackrl.evaluation import evaluate
-
-    evaluation = replace(config.host.eval, skill="repair")
-    figures = evaluate(model, tokenizer, replace(config, host=replace(config.host, eval=evaluation)),
-                       config.host.trainer["max_completion_length"])  # fmt: skip
-    wrong, right = figures["wrong_attempts"], figures["right_attempts"]
-    fixed, broken = figures["fix"] * wrong, (1 - figures["keep"]) * right
-    return {"net": (fixed - broken) / (wrong + right), "fix": figures["fix"], "keep": figures["keep"],
-            "first": right / (wrong + right)}  # fmt: skip
-
-
-def run(method: str, seed: int, steps: int, folder: Path, overrides) -> dict:
-    from stackrl.run import build_trainer
-    from stackrl.testing.heldout import recipe_config
-
-    if method == "grpo":  # the plugin's settings (score.stage_two_step=...) belong to the SCoRe runs alone
-        overrides = [*(o for o in overrides if not o.startswith("score.")), "rewards.exact_match=1.0"]
-    config = recipe_config(RECIPE, plugins=method == "score", seed=seed, steps=steps,
-                           output_dir=folder / f"{method}-{seed}", overrides=overrides)  # fmt: skip
-    trainer = build_trainer(config)
-    if steps:
-        trainer.train()
-    return measure(trainer.model, trainer.processing_class, config)
-
-
-def main() -> None:
-    from stackrl.testing.benchmark import arguments, compare
-
-    args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300).parse_args()
-    overrides = [f"eval.size={args.eval_size}", *args.overrides]
-    compare(args, ("grpo", "score"), lambda method, seed, folder: run(method, seed, args.steps, folder, overrides),
-            figures=FIGURES, before=lambda folder: run("score", 0, 0, folder, overrides), number_format="+.3f")
-
+from stackrl.testing.benchmark import self_correcting
 
 if __name__ == "__main__":
-    main()
+    self_correcting(__doc__.split("\n\n")[0], "score")

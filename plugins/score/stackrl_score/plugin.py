@@ -10,10 +10,9 @@ plugin's checkpointed state.
 
 from __future__ import annotations
 
-from stackrl import Plugin, hookimpl
-from stackrl.blocks.kl import reference_kl
+from stackrl import hookimpl
 from stackrl.blocks.turns import (
-    SEGMENTS_COLUMN, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
+    SEGMENTS_COLUMN, TwoStages, final_answer_rewards, first_turn, generate_turn, judged_segments, packed_samples,
     rollout_segment_advantages, transitions,
 )
 from stackrl.plugin import training_only
@@ -24,14 +23,10 @@ ANSWER = "answer"  # the kind of both attempts' segments
 STAGE_COLUMN = "score_stage"  # column: the stage each row was generated in (1 or 2)
 
 
-class Score(Plugin):
+class Score(TwoStages):
     Config = ScoreConfig
     activity = "completions made a second attempt, each attempt credited"
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        self.stage = 1 if self.config.stage_two_step > 0 else 2
-        self.switched_at: int | None = None  # the step stage II began at
+    stage_column = STAGE_COLUMN
 
     def check_run(self, run):
         # Stage II begins after the step `stage_two_step`: its first rollout trains the step after.
@@ -45,7 +40,7 @@ class Score(Plugin):
         for trajectory in trajectories:
             trajectory.inject(instruction)
         generate_turn(trajectories, ANSWER, ctx)
-        return packed_samples(trajectories, {STAGE_COLUMN: [self.stage] * len(prompts)})
+        return packed_samples(trajectories, self.stage_columns(len(prompts)))
 
     @hookimpl
     def reward(self, ctx):
@@ -72,37 +67,3 @@ class Score(Plugin):
         right = lambda segment, answer: self.config.is_correct(segment.text, answer)  # noqa: E731
         return judged_segments(rollout, right, plugin=self.name, column=self.config.answer_column,
                                purpose="judge attempts against")
-
-    @hookimpl
-    def train_begin(self, ctx):
-        if ctx.step == 0 and self.stage == 1 and self.config.first_attempt_kl:
-            ctx.update_snapshot(self.name, checkpoint=True)  # the start, stage I's reference; a resume restores it
-
-    @hookimpl
-    def loss_term(self, ctx):
-        rollout = ctx.rollout
-        if SEGMENTS_COLUMN not in rollout.columns or not self.config.first_attempt_kl:
-            return None
-        first = ctx.loss_mask.new_zeros(ctx.loss_mask.shape)
-        for row, (segments, stage) in enumerate(zip(rollout.columns[SEGMENTS_COLUMN], rollout.columns[STAGE_COLUMN])):
-            if stage == 1:  # stage II drops the KL
-                first[row, segments[0].start : segments[0].end] = 1
-        if not first.any():
-            return None
-        kl = reference_kl(ctx, first, model=self.name)
-        ctx.log("first_attempt_kl", kl.item())
-        return self.config.first_attempt_kl * kl
-
-    @hookimpl
-    def post_step(self, ctx):
-        if self.stage == 1 and ctx.step >= self.config.stage_two_step:
-            self.stage, self.switched_at = 2, ctx.step
-        ctx.log("stage", self.stage)
-
-    @hookimpl
-    def state_dict(self):
-        return {"stage": self.stage, "switched_at": self.switched_at}
-
-    @hookimpl
-    def load_state_dict(self, state):
-        self.stage, self.switched_at = int(state["stage"]), state["switched_at"]

@@ -62,7 +62,7 @@ def test_the_kl_term_covers_the_first_attempt_of_stage_one_rows_only(monkeypatch
         masks.append(mask.clone())
         return torch.tensor(0.3)
 
-    monkeypatch.setattr("stackrl_score.plugin.reference_kl", reference_kl)
+    monkeypatch.setattr("stackrl.blocks.turns.reference_kl", reference_kl)  # the two-stage block's KL
     ctx = SimpleNamespace(rollout=rollout, loss_mask=torch.ones(2, 8), log=lambda name, value: None)
     assert Score(ScoreConfig(first_attempt_kl=0.5)).loss_term(ctx).item() == pytest.approx(0.5 * 0.3)
     assert masks[0].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [0] * 8]
