@@ -1,17 +1,18 @@
 """ReST-GRPO: the spread filter, the partial-solution prompts and their draw weights, and both on the prompt pool."""
 
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
+from datasets import Dataset
 
 from stackrl import ConfigError
+from stackrl.context import Rollout
+from stackrl.pool import POOL_ROW, Pool, PoolAccess
+from stackrl.run import validate
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import DrawnGroups, train_steps
 from stackrl_restgrpo import RestGrpo, RestGrpoConfig, group_spread, partial_prompts, prefix_weights
-
-BUILT_IN = {"name_or_path": "stackrl/arith-tiny"}
-
 
 class TestConformance(PluginConformance):
     plugin_name = "restgrpo"
@@ -70,50 +71,74 @@ def test_bad_settings_are_refused(key, value, message):
 
 def test_a_chat_run_with_partial_solutions_is_refused(make_config):
     with pytest.raises(ConfigError, match="restgrpo.partial_ratio: partial solutions continue text prompts"):
-        make_config(["restgrpo"], data={"chat": True})
+        validate(make_config(["restgrpo"], data={"chat": True}))
 
 
-def _run(make_config, steps, **settings):
-    groups = DrawnGroups("exact_match")
-    config = make_config(["restgrpo"], model=BUILT_IN, restgrpo=settings,
-                         trainer={"max_steps": steps, "per_device_train_batch_size": 32, "num_generations": 4})
-    trainer = train_steps(config, monitor=_on_restgrpo(groups))
-    return trainer, groups.groups
+SOLUTIONS = {
+    "What is (3 + 4) * 2?\n": "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14.",
+    "What is (2 + 5) * 3?\n": "2 + 5 = 7\n7 * 3 = 21\nThe answer is 21.",
+    "What is (9 - 1) - 2?\n": "9 - 1 = 8\n8 - 2 = 6\nThe answer is 6.",
+}
+QUESTIONS = list(SOLUTIONS)
 
 
-def _on_restgrpo(groups):
-    """Keep each batch's groups, as the plugin's post_step sees them, with their exact_match rewards."""
-    def monitor(hook, plugin, kwargs, result):
-        if hook == "post_step" and plugin == "restgrpo":
-            groups(hook, "exact_match", kwargs, result)
-    return monitor
+def _pool():
+    return Pool(Dataset.from_dict({"prompt": QUESTIONS, "answer": ["14", "21", "6"], "solution": list(SOLUTIONS.values()),
+                                   POOL_ROW: [0, 1, 2]}), seed=0, answer_column="answer")
 
 
-def test_groups_without_spread_leave_their_problem_out_and_right_answers_add_partial_solutions(make_config):
-    """On the built-in model: after a step, each problem whose group all agreed weighs 0, every other keeps weight 1,
-    and each kept problem with a right completion gave ceil(0.5 x lines) rows continuing that problem's question;
-    the partial rows drawn at the next step retire."""
-    trainer, groups = _run(make_config, 2, iteration_steps=100)
-    pool, plugin = trainer.pool, trainer.plugins.plugins["restgrpo"]
-    first = [g for g in groups if g.step == 1]
-    flat = [g for g in first if len(set(g.rewards)) == 1]
-    spread = [g for g in first if len(set(g.rewards)) > 1]
-    assert flat and spread
-    assert all(pool.stats(g.row).weight == 0 for g in flat)
-    assert all(pool.stats(g.row).weight == 1 for g in spread)
-    added = [r for r in range(len(pool)) if pool.stats(r).stage == 0 and r >= 32]
-    right = [g for g in spread if max(g.rewards) == 1]
-    assert len(added) == sum(-(-len(g.completions[g.rewards.index(1.0)].strip().splitlines()) // 2) for g in right)
-    for row in added:
-        question = pool.row(row)["prompt"].split("\n")[0]
-        assert any(question == g.prompt.split("\n")[0] for g in right)
-    drawn_again = [g.row for g in groups if g.step == 2 and g.row in added]
-    assert all(pool.stats(r).retired for r in drawn_again)
-    assert plugin.partials == set(added) - set(drawn_again)
+def _step(plugin, pool, step, rows, rewards, acted=None):
+    """Record a batch of ``rows`` (groups of two, each completion its problem's solution, ``rewards`` per group) and
+    call the plugin's post_step on it, as the host would."""
+    prompts = [pool.row(row)["prompt"] for row in rows for _ in range(2)]
+    completions = [SOLUTIONS[QUESTIONS[0]] if p not in SOLUTIONS else SOLUTIONS[p] for p in prompts]
+    rollout = Rollout(prompts=prompts, completions=completions, prompt_ids=[[1]] * len(prompts),
+                      completion_ids=[[2]] * len(prompts), columns={}, group_size=2,
+                      rewards={"exact_match": torch.tensor([r for group in rewards for r in group])})
+    pool.record(rows, [None] * len(rows), [0.0] * len(rows))
+    ctx = SimpleNamespace(step=step, pool=PoolAccess(pool, "restgrpo", step), rollout=rollout, log=lambda *_: None,
+                          acted=lambda n, of: (acted if acted is not None else []).append((n, of)))
+    plugin.post_step(ctx)
 
 
-def test_a_new_iteration_brings_back_every_problem_left_out(make_config):
-    trainer, groups = _run(make_config, 2, iteration_steps=1)
-    pool = trainer.pool
-    assert all(pool.stats(g.row).weight == 1 for g in groups)
-    assert all(pool.stats(r).retired for r in range(32, len(pool)))
+def test_groups_without_spread_leave_their_problem_out_and_right_answers_add_partial_solutions():
+    """A group that agreed weighs its problem 0; a spread group whose best completion reaches accept_threshold adds
+    ceil(0.5 x 3 lines) = 2 partial solutions of it; one whose best stays under it (0.5) adds none."""
+    pool, plugin, acted = _pool(), RestGrpo(), []
+    _step(plugin, pool, 1, [0, 1, 2], [[1.0, 1.0], [0.0, 1.0], [0.0, 0.5]], acted)
+    assert [pool.stats(row).weight for row in (0, 1, 2)] == [0.0, 1.0, 1.0]
+    added = list(range(3, len(pool)))
+    assert len(added) == 2 and plugin.partials == set(added)
+    steps = SOLUTIONS[QUESTIONS[1]].splitlines(keepends=True)
+    assert {pool.row(row)["prompt"] for row in added} <= {QUESTIONS[1] + "".join(steps[:k]) for k in (1, 2)}
+    assert all(pool.row(row)["answer"] == "21" for row in added)
+    assert acted == [(2, 3)]
+
+
+def test_a_partial_solution_is_drawn_once_and_an_iteration_brings_every_problem_back():
+    pool, plugin = _pool(), RestGrpo(RestGrpoConfig(iteration_steps=3))
+    _step(plugin, pool, 1, [0, 1, 2], [[1.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
+    first, *others = sorted(plugin.partials)
+    _step(plugin, pool, 2, [1, first], [[0.0, 1.0], [1.0, 1.0]])
+    assert pool.stats(first).retired and pool.stats(0).weight == 0.0
+    _step(plugin, pool, 3, [2], [[1.0, 1.0]])  # the iteration ends: every problem back, partial solutions retired
+    assert [pool.stats(row).weight for row in (0, 1, 2)] == [1.0, 1.0, 1.0]
+    assert pool.active_rows() == [0, 1, 2] and not plugin.left_out and not plugin.partials
+
+
+def test_an_iteration_begins_early_when_every_problem_is_left_out():
+    pool, plugin = _pool(), RestGrpo(RestGrpoConfig(partial_ratio=0.0))
+    _step(plugin, pool, 1, [0, 1], [[1.0, 1.0], [0.0, 0.0]])
+    assert plugin.left_out == {0, 1}
+    _step(plugin, pool, 2, [2], [[0.0, 0.0]])
+    assert [pool.stats(row).weight for row in (0, 1, 2)] == [1.0, 1.0, 1.0] and plugin.iteration_start == 2
+
+
+def test_it_acts_once_per_generation_batch():
+    """With steps_per_generation > 1, optimizer steps that share the rollout do not act on it again."""
+    pool, plugin, acted = _pool(), RestGrpo(), []
+    _step(plugin, pool, 1, [0, 1, 2], [[1.0, 1.0], [0.0, 1.0], [0.0, 0.5]], acted)
+    ctx = SimpleNamespace(step=2, pool=PoolAccess(pool, "restgrpo", 2), rollout=None, log=lambda *_: None,
+                          acted=lambda n, of: acted.append((n, of)))
+    plugin.post_step(ctx)
+    assert acted == [(2, 3)]

@@ -14,7 +14,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 
 def test_the_leave_one_out_advantage_is_unbiased_where_the_self_inclusive_one_shrinks():
-    figures = load_script(BENCHMARK).advantage_scale(problems=48, seed=0)
+    figures = load_script(BENCHMARK).advantage_scale(problems=64, seed=0)
     print(figures)
     assert abs(figures["c_trloo"] - 1) < 0.1, figures
     assert abs(figures["c_grpo_centred"] - figures["one_minus_1/N"]) < 0.1, figures
