@@ -10,22 +10,26 @@ from stackrl import ConfigError
 
 @dataclass
 class RestGrpoConfig:
-    reward: str = "exact_match"  # the reward component whose spread within a group decides (the authors' test pass rate)
-    # A problem whose group's rewards have a (population) standard deviation below this is left out until the next
-    # iteration: GRPO learns nothing from it (the authors' std_accept_threshold_grpo, 0.05).
+    """The defaults are the authors' (``process_gen_data.py``: ``std_accept_threshold_grpo``,
+    ``completion_accept_threshold_grpo``, ``n_sample``, ``alpha``)."""
+
+    reward: str = "exact_match"
+    """The reward component whose spread within a group decides (the authors': the share of tests passed)."""
     std_threshold: float = 0.05
-    # A kept problem whose best completion scores at least this also gives partial-solution problems: its question
-    # followed by the first lines of that completion (the authors' completion_accept_threshold_grpo, 0.9).
+    """A group's rewards with a population std below it leave the problem out until the next iteration: GRPO
+    learns nothing from it."""
     accept_threshold: float = 0.9
-    # How many partial-solution problems a kept problem gives: ceil(partial_ratio x the completion's lines), drawn
-    # with replacement, the prefix of k lines with weight alpha^(k-1) (the authors' n_sample 0.5 and alpha 0.95).
-    # 0 assembles none.
+    """A kept problem whose best completion scores at least this gives partial solutions: its question followed
+    by the first lines of that completion."""
     partial_ratio: float = 0.5
+    """A kept problem gives ceil(partial_ratio x the completion's lines) partial solutions, drawn with
+    replacement; 0 gives none."""
     alpha: float = 0.95
-    # One ReST iteration, in training steps: a problem's first group in an iteration is its sampling pass, and the
-    # filter keeps it for the rest of the iteration or leaves it out; at the next iteration every problem left out
-    # is sampled again and the iteration's partial-solution problems not yet drawn retire.
+    """The prefix of k lines is drawn with weight alpha ^ (k - 1): short prefixes more often."""
     iteration_steps: int = 50
+    """One ReST iteration, in steps: a problem's first group in it samples the problem, and the filter keeps it or
+    leaves it out for the rest of the iteration; then every problem left out is sampled again, and the partial
+    solutions not yet drawn retire."""
 
     def __post_init__(self):
         if not (self.std_threshold >= 0 and math.isfinite(self.std_threshold)):
