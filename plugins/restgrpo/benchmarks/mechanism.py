@@ -1,7 +1,7 @@
 """ReST-GRPO's mechanism on the built-in task: more of GRPO's groups have a reward spread (a non-zero advantage)
 than under plain sampling of the same problems.
 
-Trains configs/recipes/restgrpo-cpu.yaml (64 problems, 8 a step, an iteration every 16 steps), the same recipe as
+Trains configs/recipes/restgrpo-cpu.yaml (64 problems, 8 a step, an iteration every 24 steps), the same recipe as
 plain GRPO, and two ablations: the filter alone (no partial solutions) and the assembly alone (no filter,
 std_threshold 0). Prints for each run the share of groups whose rewards spread, over the steps after the first
 pass over the problems (the steps before it sample every problem alike), and held-out pass@1 after training.
