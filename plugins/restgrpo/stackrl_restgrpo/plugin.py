@@ -46,7 +46,7 @@ class RestGrpo(Plugin):
     @hookimpl
     def post_step(self, ctx):
         # With steps_per_generation > 1 several optimizer steps share one rollout: it is counted once.
-        if ctx.pool is None or ctx.pool.batches == self.batches_seen or ctx.rollout is None:
+        if ctx.pool.batches == self.batches_seen or ctx.rollout is None:
             return
         self.batches_seen = ctx.pool.batches
         rollout, size = ctx.rollout, ctx.rollout.group_size
@@ -80,7 +80,8 @@ class RestGrpo(Plugin):
         if rows:
             self.partials.update(ctx.pool.add_rows(rows))
         # A new iteration samples every problem again; it also begins early when nothing is left to draw.
-        if ctx.step - self.iteration_start >= self.config.iteration_steps or self.left_out >= set(ctx.pool.active_rows()):
+        ended = ctx.step - self.iteration_start >= self.config.iteration_steps
+        if ended or self.left_out >= set(ctx.pool.active_rows()):
             self._next_iteration(ctx)
 
     def _next_iteration(self, ctx) -> None:

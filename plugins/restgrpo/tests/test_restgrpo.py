@@ -50,7 +50,8 @@ def test_prefixes_are_drawn_with_weights_alpha_to_the_k_minus_one():
     """Three reasoning lines at alpha 0.5: one line with probability 1/1.75, two 0.5/1.75, three 0.25/1.75 (uniform
     draws, or long prefixes first, give other shares)."""
     rng = random.Random(0)
-    drawn = [p.count("\n") - 1 for _ in range(2000) for p in partial_prompts("Q\n", "a\nb\nc\nThe answer is 1.", 1.0, 0.5, rng)]
+    completion = "a\nb\nc\nThe answer is 1."
+    drawn = [p.count("\n") - 1 for _ in range(2000) for p in partial_prompts("Q\n", completion, 1.0, 0.5, rng)]
     shares = [drawn.count(k) / len(drawn) for k in (1, 2, 3)]
     assert shares == pytest.approx([1 / 1.75, 0.5 / 1.75, 0.25 / 1.75], abs=0.02)
 
@@ -83,8 +84,9 @@ QUESTIONS = list(SOLUTIONS)
 
 
 def _pool():
-    return Pool(Dataset.from_dict({"prompt": QUESTIONS, "answer": ["14", "21", "6"], "solution": list(SOLUTIONS.values()),
-                                   POOL_ROW: [0, 1, 2]}), seed=0, answer_column="answer")
+    columns = {"prompt": QUESTIONS, "answer": ["14", "21", "6"], "solution": list(SOLUTIONS.values()),
+               POOL_ROW: [0, 1, 2]}
+    return Pool(Dataset.from_dict(columns), seed=0, answer_column="answer")
 
 
 def _step(plugin, pool, step, rows, rewards, acted=None):

@@ -8,8 +8,8 @@ import torch
 def leave_one_out(rewards: torch.Tensor, group_size: int, *, lone: str = "reward") -> torch.Tensor:
     """``(N,)`` advantages from ``(N,)`` rewards, groups of ``group_size`` consecutive rows.
 
-    A scored row gets ``r_i − (Σ_j r_j − r_i) / (n − 1)``, the sum over the ``n`` scored rows of its group, which is
-    ``n / (n − 1) · (r_i − mean)``: GRPO's centred reward scaled up by what self-inclusion takes away. No division
+    A scored row gets ``r_i − (Σ_j r_j − r_i) / (n − 1)``, the sum over the ``n`` scored rows of its group, which
+    is ``n / (n − 1) · (r_i − mean)``: GRPO's centred reward scaled up by what self-inclusion takes away. No division
     by the group's spread, as in the authors' estimator. NaN rewards (rows no component scored) get 0 and stay out
     of the baseline; a group with one scored row gives it its reward (``lone="reward"``, a baseline of 0) or 0.
     """

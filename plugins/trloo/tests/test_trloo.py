@@ -63,7 +63,8 @@ def test_the_hook_leaves_unscored_rows_out_and_reports_the_rows_it_compared():
     acted = []
     rollout = Rollout(
         prompts=["q"] * 4, completions=["a"] * 4, prompt_ids=[[1]] * 4, completion_ids=[[2]] * 4, columns={},
-        group_size=2, rewards={"exact_match": torch.tensor([1.0, 0.0, NAN, 1.0]), "other": torch.tensor([0.5, 0.0, NAN, NAN])},
+        group_size=2,
+        rewards={"exact_match": torch.tensor([1.0, 0.0, NAN, 1.0]), "other": torch.tensor([0.5, 0.0, NAN, NAN])},
     )
     ctx = AdvantageContext(step=0, tokenizer=None, policy=None, _log=lambda *_: None, _plugin="trloo",
                            _acted=lambda *args: acted.append(args[1:3]), rollout=rollout,
