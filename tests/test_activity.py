@@ -14,6 +14,8 @@ from stackrl.cli import main
 from stackrl.context import RewardContext
 from stackrl.manager import installed_plugins
 from stackrl.plots import METRICS_FILE
+from stackrl.testing import judging  # noqa: F401  (defines the kit's conformance suite for judge plugins)
+from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 
 ROOT = Path(__file__).parent.parent
@@ -50,14 +52,21 @@ def test_acting_on_more_than_there_is_is_an_error():
         ctx.acted(5, of=4)
 
 
+def kit_suites(suite: type) -> set[str]:
+    """The names of ``suite`` and of the test kit's suites derived from it (a block's own, e.g. judging's)."""
+    derived = [cls for cls in suite.__subclasses__() if cls.__module__.startswith("stackrl.testing")]
+    return {suite.__name__}.union(*(kit_suites(cls) for cls in derived))
+
+
 def test_every_plugin_of_the_repository_says_what_it_acts_on_and_runs_the_conformance_suite():
     names = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
     installed = installed_plugins()
     silent = [name for name in names if not installed[name].load().activity.strip()]
     assert not silent, f"plugins without an `activity` line: {silent}"
     # The conformance suite's two-step training fails a plugin that does not log activity/<name> each step.
-    unchecked = [name for name in names if "PluginConformance" not in "".join(
-        path.read_text() for path in (ROOT / "plugins" / name / "tests").glob("*.py"))]
+    suites = re.compile(rf"class \w+\(({'|'.join(kit_suites(PluginConformance))})\)")
+    unchecked = [name for name in names if not suites.search("".join(
+        path.read_text() for path in (ROOT / "plugins" / name / "tests").glob("*.py")))]
     assert not unchecked, f"plugins whose tests do not run the conformance suite: {unchecked}"
 
 
