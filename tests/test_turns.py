@@ -12,15 +12,19 @@ import torch
 from stackrl import ConfigError, PluginError
 from stackrl.blocks.kl import reference_kl
 from stackrl.blocks.turns import (
+    SEGMENTS_COLUMN,
+    NewlineTokens,
     Segment,
     Trajectory,
     check_instruction,
     final_answer_rewards,
     judged_segments,
+    line_spans,
     packed_samples,
     rollout_segment_advantages,
     segment_advantages,
     transitions,
+    turn_spans,
     verify_then_revise,
 )
 from stackrl.policy import Generation
@@ -176,3 +180,28 @@ def test_reference_kl_averages_trl_s_estimate_over_the_marked_trained_tokens():
     (grad,) = torch.autograd.grad(reference_kl(ctx, mask), policy)
     assert (grad[mask * ctx.loss_mask == 0] == 0).all() and (grad[mask * ctx.loss_mask == 1] != 0).all()
     assert reference_kl(ctx, torch.zeros(2, 3)).item() == 0.0
+
+
+def test_lines_end_after_newline_tokens():
+    newline = 9
+    assert line_spans([1, 2, 9, 3, 9, 9, 4], lambda t: t == newline) == [(0, 3), (3, 5), (5, 6), (6, 7)]
+    assert line_spans([1, 9], lambda t: t == newline) == [(0, 2)]
+    assert line_spans([], lambda t: t == newline) == []
+
+
+def test_newline_tokens_decode_each_id_once():
+    decoded = []
+    tokenizer = SimpleNamespace(decode=lambda ids: decoded.append(ids) or {5: "a\n", 6: "b"}[ids[0]])
+    is_newline = NewlineTokens(tokenizer)
+    assert [is_newline(t) for t in (5, 6, 5, 6)] == [True, False, True, False]
+    assert decoded == [[5], [6]]
+
+
+def test_turns_are_the_generated_segments_where_the_rollout_has_them_else_the_lines():
+    segments = [[Segment("answer", 0, 0, 3, "a"), Segment("verify", 0, 5, 7, "b")], [Segment("answer", 0, 0, 2, "c")]]
+    with_segments = SimpleNamespace(columns={SEGMENTS_COLUMN: segments}, completion_ids=[[1, 9, 2, 3, 4, 5, 6], [1, 2]])
+    newline = lambda t: t == 9  # noqa: E731
+    assert turn_spans(with_segments, newline) == [[(0, 3), (5, 7)], [(0, 2)]], "injected tokens 3:5 are in no turn"
+    assert turn_spans(with_segments, newline, lines=True) == [[(0, 2), (2, 7)], [(0, 2)]]
+    single = SimpleNamespace(columns={}, completion_ids=[[1, 9, 2]])
+    assert turn_spans(single, newline) == [[(0, 2), (2, 3)]]

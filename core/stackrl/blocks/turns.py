@@ -7,6 +7,10 @@ span in the column :data:`SEGMENTS_COLUMN`, from which the plugin rewards each s
 own advantage (:func:`segment_advantages`; :func:`rollout_segment_advantages` over a rollout). A method whose
 turns are judged against the row's reference answer (:func:`judged_segments`) rewards a row by its final answer (:func:`final_answer_rewards`). Each turn is sampled from the exact tokens before it (prompt, earlier
 segments, injected text), so the row trains every segment on the context it was sampled from.
+
+A method that credits turns also on single-turn rows takes a completion's lines as its steps: :func:`line_spans`
+splits token ids after each token holding a line break (:class:`NewlineTokens`), and :func:`turn_spans` gives each
+row's generated segments where the rollout has them, its lines otherwise.
 """
 
 from __future__ import annotations
@@ -141,6 +145,39 @@ def packed_samples(trajectories: Sequence[Trajectory], columns: dict | None = No
         columns={SEGMENTS_COLUMN: [segments for _, _, segments in rows], **(columns or {})},
         loss_mask=[mask for _, mask, _ in rows],
     )
+
+
+class NewlineTokens:
+    """Whether a token id decodes to text holding a line break, under one tokenizer; each id decoded once."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+        self._known: dict[int, bool] = {}
+
+    def __call__(self, token: int) -> bool:
+        if token not in self._known:
+            self._known[token] = "\n" in self._tokenizer.decode([token])
+        return self._known[token]
+
+
+def line_spans(completion_ids: Sequence[int], is_newline: Callable[[int], bool]) -> list[tuple[int, int]]:
+    """``(start, end)`` token ranges of a completion's lines: each ends after a newline token, the last at the end."""
+    bounds, start = [], 0
+    for t, token in enumerate(completion_ids):
+        if is_newline(token):
+            bounds.append((start, t + 1))
+            start = t + 1
+    if start < len(completion_ids):
+        bounds.append((start, len(completion_ids)))
+    return bounds
+
+
+def turn_spans(rollout, is_newline: Callable[[int], bool], *, lines: bool = False) -> list[list[tuple[int, int]]]:
+    """Each row's turns as token spans: its generated segments (:data:`SEGMENTS_COLUMN`) where the rollout has them
+    and ``lines`` is false, else its lines (:func:`line_spans`). Injected text lies in no segment's span."""
+    if SEGMENTS_COLUMN in rollout.columns and not lines:
+        return [[(s.start, s.end) for s in row] for row in rollout.columns[SEGMENTS_COLUMN]]
+    return [line_spans(ids, is_newline) for ids in rollout.completion_ids]
 
 
 def segments_of(rollout, *, plugin: str) -> list[list[Segment]]:

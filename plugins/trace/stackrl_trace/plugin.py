@@ -6,6 +6,7 @@ import re
 
 from stackrl import Plugin, PluginError, Rollout, hookimpl
 from stackrl.blocks.teacher import privileged_rows, teacher_prompts
+from stackrl.blocks.turns import NewlineTokens, line_spans
 from stackrl_trace.config import TraceConfig, check, teacher_template
 from stackrl_trace.loss import kl_weight, scale_span_advantages, span_divergence, span_loss
 from stackrl_trace.spans import (
@@ -17,7 +18,6 @@ from stackrl_trace.spans import (
     numbered,
     parse_annotation,
     reached_spans_line,
-    segments,
 )
 
 ROUTED_KINDS = {"key_fkl": (KEY,), "error_rkl": (ERROR,), "both": (KEY, ERROR)}
@@ -33,7 +33,7 @@ class Trace(Plugin):
         super().__init__(config)
         check(self.config)
         self._pattern = re.compile(self.config.span_pattern) if self.config.spans == "rule" else None
-        self._newline: dict[int, bool] = {}
+        self._is_newline: NewlineTokens | None = None
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}  # every rollout's spans depend on its correctness
@@ -66,7 +66,8 @@ class Trace(Plugin):
         if self.config.spans == "annotator":
             templates.append(self.config.annotator_template)
         rows = [i for i in privileged_rows(rollout, *templates) if kinds[i] in ROUTED_KINDS[self.config.route]]
-        bounds = [segments(rollout.completion_ids[i], lambda t: self._is_newline(ctx.tokenizer, t)) for i in rows]
+        self._is_newline = self._is_newline or NewlineTokens(ctx.tokenizer)
+        bounds = [line_spans(rollout.completion_ids[i], self._is_newline) for i in rows]
         texts = [
             ctx.tokenizer.batch_decode([rollout.completion_ids[i][a:b] for a, b in rows_bounds], skip_special_tokens=True)
             for i, rows_bounds in zip(rows, bounds)
@@ -78,11 +79,6 @@ class Trace(Plugin):
             if positions:
                 found[i] = RowSpans(kinds[i], positions, label or DEFAULT_LABELS[kinds[i]])
         return found
-
-    def _is_newline(self, tokenizer, token: int) -> bool:
-        if token not in self._newline:
-            self._newline[token] = "\n" in tokenizer.decode([token])
-        return self._newline[token]
 
     def _annotations(self, ctx, rows: list[int], kinds: list[str], texts: list[list[str]]):
         """``(segment ranges in priority order, label or None)`` for each of ``rows``, from the configured source."""

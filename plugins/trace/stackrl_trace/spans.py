@@ -30,18 +30,6 @@ class RowSpans:
     label: str
 
 
-def segments(completion_ids: list[int], is_newline) -> list[tuple[int, int]]:
-    """``(start, end)`` token ranges of the segments: each ends after a newline token, the last at the end."""
-    bounds, start = [], 0
-    for t, token in enumerate(completion_ids):
-        if is_newline(token):
-            bounds.append((start, t + 1))
-            start = t + 1
-    if start < len(completion_ids):
-        bounds.append((start, len(completion_ids)))
-    return bounds
-
-
 def numbered(texts: list[str]) -> str:
     """The segments as the annotator reads them: ``[k] text``, one a line, numbered from 1."""
     return "\n".join(f"[{k}] {text.rstrip()}" for k, text in enumerate(texts, start=1))

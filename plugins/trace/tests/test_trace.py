@@ -20,7 +20,6 @@ from stackrl_trace import (
     kl_weight,
     parse_annotation,
     scale_span_advantages,
-    segments,
     span_divergence,
     span_loss,
 )
@@ -36,13 +35,6 @@ class TestConformance(PluginConformance):
 
 
 # -- spans -----------------------------------------------------------------------------------------------------------
-
-
-def test_segments_end_at_newline_tokens():
-    newline = 9
-    assert segments([1, 2, 9, 3, 9, 9, 4], lambda t: t == newline) == [(0, 3), (3, 5), (5, 6), (6, 7)]
-    assert segments([1, 9], lambda t: t == newline) == [(0, 2)]
-    assert segments([], lambda t: t == newline) == []
 
 
 def test_annotation_is_read_from_the_last_spans_and_type_lines():
