@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import stackrl
 from stackrl.blocks.insertion import failed_groups, into_last_rows, reaches
+from stackrl.blocks.tokensignals import STUDENT, TokenSignals
 from stackrl.plugin import training_only
+from stackrl_r3.ranking import ranking_rewards, structural_scores
 
 # The rollout column marking the rows whose completion is a replayed success.
 REPLAYED = "r3_replayed"
@@ -20,10 +22,22 @@ class R3Config:
     # "latest": a prompt's newest success replaces the stored one (the replayed sample stays near the policy);
     # "first": the first success is kept.
     keep: str = "latest"
+    # The ranking reward (its component `r3`, weighted by rewards.r3): a success earns `rank_scale`, the k failed
+    # or cut-off samples of a group scale * rank / k by their structural-entropy score (stackrl_r3.ranking);
+    # 0 switches it off. Below 1, so that with exact_match at weight 1 no failure outranks a success.
+    rank_scale: float = 0.1
+    top_fraction: float = 0.2
+    stability_weight: float = 1.0
 
     def __post_init__(self):
         if self.keep not in ("latest", "first"):
             raise stackrl.ConfigError(f"r3.keep: must be one of latest, first, not '{self.keep}'")
+        if not 0.0 <= self.rank_scale < 1.0:
+            raise stackrl.ConfigError(f"r3.rank_scale: must lie in [0, 1), not {self.rank_scale}")
+        if not 0.0 < self.top_fraction <= 1.0:
+            raise stackrl.ConfigError(f"r3.top_fraction: must lie in (0, 1], not {self.top_fraction}")
+        if self.stability_weight < 0:
+            raise stackrl.ConfigError(f"r3.stability_weight: must be non-negative, not {self.stability_weight}")
 
 
 class SuccessBuffer:
@@ -80,6 +94,20 @@ class R3(stackrl.Plugin):
         ctx.acted(len(replayed), of=len(samples) // size,
                   hint="no all-fail group's prompt had a success stored from an earlier step")
         return into_last_rows(samples, replayed, size, REPLAYED)
+
+    @stackrl.hookimpl
+    def reward(self, ctx):
+        rollout = ctx.rollout
+        answers = rollout.columns.get(self.config.answer_column, [None] * len(rollout))
+        if self.config.rank_scale == 0.0:
+            return [0.0] * len(rollout)
+        correct = [a is not None and reaches(text, a) for text, a in zip(rollout.completions, answers)]
+        signals = TokenSignals.of(ctx)
+        scores = structural_scores(signals.entropy(STUDENT), signals.mask, top_fraction=self.config.top_fraction,
+                                   stability_weight=self.config.stability_weight)
+        ranked = ranking_rewards(scores, correct, rollout.group_size, self.config.rank_scale)
+        # A row without an answer has no success or failure to rank: not scored.
+        return [None if a is None else r for r, a in zip(ranked, answers)]
 
     @stackrl.hookimpl
     def state_dict(self):

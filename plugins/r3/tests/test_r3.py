@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from stackrl.testing.conformance import PluginConformance
@@ -11,7 +12,10 @@ from stackrl_r3.plugin import REPLAYED
 
 class TestConformance(PluginConformance):
     plugin_name = "r3"
-    refused_settings = [({"keep": "all"}, "must be one of latest, first, not 'all'")]
+    refused_settings = [({"keep": "all"}, "must be one of latest, first, not 'all'"),
+                        ({"rank_scale": 1.0}, r"must lie in \[0, 1\), not 1.0"),
+                        ({"top_fraction": 0.0}, r"must lie in \(0, 1\], not 0.0"),
+                        ({"stability_weight": -1.0}, "must be non-negative, not -1.0")]
 
 
 class SampleStub:
@@ -73,3 +77,34 @@ def test_the_buffer_survives_a_checkpoint(tmp_path):
     resumed = make_plugin("r3")
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
     assert resumed.buffer.successes == {(0,): [101], (1,): [102]}
+
+
+def test_the_structural_score_is_the_top_entropies_mean_less_the_weighted_overall_mean():
+    from stackrl_r3.ranking import structural_scores
+
+    entropy = torch.tensor([[0.1, 2.0, 0.3, 0.2, 9.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])  # the 9.0 is padding
+    scores = structural_scores(entropy, mask, top_fraction=0.5, stability_weight=0.5)
+    # Row 0: the top two of four (2.0, 0.3) average 1.15, the mean is 0.65; row 1: 1.0 - 0.5 * 1.0.
+    assert scores.tolist() == pytest.approx([1.15 - 0.5 * 0.65, 0.5])
+
+
+def test_failures_are_ranked_below_every_success_and_apart_from_each_other():
+    from stackrl_r3.ranking import ranking_rewards
+
+    scores = torch.tensor([0.3, 0.9, 0.1, 5.0, 0.2, 0.4])
+    got = ranking_rewards(scores, [False, False, False, True, False, False], 3, scale=0.3)
+    # Group 0 all failed: ranks 1, 2, 0 of 3; group 1: the success earns the scale, its failures ranks 0 and 1 of 2.
+    assert got == pytest.approx([0.1, 0.2, 0.0, 0.3, 0.0, 0.15])
+
+
+def test_the_ranking_reward_on_the_built_in_model_scores_every_row(built_in_trainer):
+    from stackrl.testing.heldout import right_and_wrong_rollout
+    from stackrl import RewardContext
+
+    trainer = built_in_trainer(["r3"])
+    rollout = right_and_wrong_rollout(trainer.processing_class)
+    ctx = RewardContext(step=0, tokenizer=trainer.processing_class, policy=trainer._shared_policy,
+                        _log=lambda *_: None, _plugin="r3", rollout=rollout)
+    got = trainer.plugins.plugins["r3"].reward(ctx)
+    assert got == pytest.approx([0.1, 0.0, 0.1, 0.0])  # each group: the right solution, then its lone slip
