@@ -1,4 +1,5 @@
-"""R^3: Replay, Reflection and Ranking rewards for group-based RL (catalogue 000:197), its cross-context replay."""
+"""R^3: Replay, Reflection, and Ranking Rewards for LLM Reinforcement Learning (arXiv 2601.19620): its replay and
+ranking reward."""
 
 from stackrl_r3.plugin import R3, R3Config, SuccessBuffer
 
