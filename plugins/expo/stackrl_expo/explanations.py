@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from stackrl import Generation, PluginError
-from stackrl.answers import equivalent
+from stackrl.blocks.insertion import reaches
 from stackrl.blocks.teacher import teacher_prompts
-from stackrl.rewards import extract_answer
 from stackrl_expo.config import ExpoConfig
 
 
@@ -14,12 +13,6 @@ def last_step(solution: str) -> str:
     the result of (``"7 * 2 = 14"`` of ``"3 + 4 = 7\\n7 * 2 = 14\\nThe answer is 14."``); empty for one line."""
     lines = [line for line in str(solution).strip().splitlines() if line.strip()]
     return lines[-2] if len(lines) > 1 else ""
-
-
-def reaches(text: str, answer) -> bool:
-    """Whether ``text``'s final answer (``stackrl.rewards.extract_answer``) is ``answer``, up to math equivalence."""
-    own = extract_answer(text)
-    return own is not None and equivalent(own, str(answer))
 
 
 def explanation_prompts(prompts: list, columns: dict[str, list], rows: list[int], template: str, *, where: str) -> list:

@@ -6,7 +6,8 @@ import torch
 
 import stackrl
 from stackrl_expo.config import ExpoConfig, check
-from stackrl_expo.explanations import explain, reaches
+from stackrl.blocks.insertion import failed_groups, into_last_rows, reaches
+from stackrl_expo.explanations import explain
 
 # The loss mode's column: on each explained group's first row, the token lists of its kept explanations.
 EXPLANATIONS = "expo_explanations"
@@ -44,10 +45,9 @@ class Expo(stackrl.Plugin):
 
     def groups_to_explain(self, correct: list[bool], group_size: int) -> list[int]:
         """The groups with no correct row (every group with ``every_group``)."""
-        groups = range(len(correct) // group_size)
         if self.config.every_group:
-            return list(groups)
-        return [g for g in groups if not any(correct[g * group_size : (g + 1) * group_size])]
+            return list(range(len(correct) // group_size))
+        return failed_groups(correct, group_size)
 
     def _explain(self, ctx, prompts, columns, correct, per_group):
         answers, size = columns.get(self.config.answer_column), ctx.group_size
@@ -71,15 +71,8 @@ class Expo(stackrl.Plugin):
         answers = ctx.rollout_columns[self.config.answer_column]
         correct = [reaches(s.text, a) for s, a in zip(samples, answers)]
         explained = self._explain(ctx, prompts, ctx.rollout_columns, correct, per_group=1)
-        completion_ids = [s.completion_ids for s in samples]
-        inserted = [False] * len(samples)
-        for group, (explanation,) in explained.items():
-            row = (group + 1) * ctx.group_size - 1
-            completion_ids[row], inserted[row] = explanation.completion_ids, True
-        # Every row, the explanations too, is trained on the prompt its group was asked.
-        return stackrl.Samples(
-            completion_ids=completion_ids, prompt_ids=[s.prompt_ids for s in samples], columns={INSERTED: inserted}
-        )
+        replacements = {group: explanation.completion_ids for group, (explanation,) in explained.items()}
+        return into_last_rows(samples, replacements, ctx.group_size, INSERTED)
 
     # -- loss: ExP-GRPO's likelihood term ------------------------------------------------------------------------
 
