@@ -28,10 +28,10 @@ from stackrl.blocks.turns import (
     verifier_figures,
     verify_then_revise,
 )
-from stackrl.policy import Generation
 from stackrl.run import build_trainer
+from stackrl.testing.fixtures import Scripted
 
-EOS = 9
+EOS = Scripted.eos_token_ids[0]
 
 
 def test_a_trajectory_packs_its_turns_masks_injected_text_and_keeps_only_the_last_eos():
@@ -53,27 +53,6 @@ def test_a_trajectory_packs_its_turns_masks_injected_text_and_keeps_only_the_las
     samples = packed_samples([t, last], {"tag": ["x", "y"]})
     assert samples.prompt_ids == [[1, 2], [1]] and samples.columns["tag"] == ["x", "y"]
     assert samples.loss_mask == [mask, [1, 1]] and samples.columns["segments"][1] == [Segment("answer", 0, 0, 2, "a")]
-
-
-class Scripted:
-    """A context whose policy writes each row's scripted replies in turn: one character a token, a row told by the
-    prompt its context starts with."""
-
-    eos_token_ids = [EOS]
-
-    def __init__(self, replies: dict[str, list[str]]):
-        self.replies = {prompt: list(texts) for prompt, texts in replies.items()}
-
-    def tokenizer(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
-
-    def generate(self, contexts):
-        out = []
-        for context in contexts:
-            text = context if isinstance(context, str) else "".join(map(chr, context))
-            reply = self.replies[next(p for p in self.replies if text.startswith(p))].pop(0)
-            out.append(Generation(self.tokenizer(text)["input_ids"], [ord(c) for c in reply] + [EOS], reply))
-        return out
 
 
 @pytest.mark.parametrize("verify_last", [False, True])

@@ -51,19 +51,11 @@ def measure(trainer, settings, categories, size: int) -> dict:
 
 
 def run(method: str, seed: int, steps: int, folder: Path, overrides, size: int) -> dict:
-    from stackrl.run import build_trainer
-    from stackrl.testing.heldout import recipe_config
+    from stackrl.testing.heldout import recipe_config, trained_for
 
     recipe = recipe_config(RECIPE, plugins=True, seed=seed, steps=steps, output_dir=folder, overrides=overrides)
-    if method == "grpo":  # plain GRPO on plain solutions: the outcome reward back on, the plugin's settings left out
-        overrides = [*(o for o in overrides if not o.startswith("selfcorrect.")), "rewards.exact_match=1.0"]
-    trained = recipe_config(RECIPE, plugins=method == "selfcorrect", seed=seed, steps=steps,
-                            output_dir=folder / f"{method}-{seed}", overrides=overrides)
-    trainer = build_trainer(trained)
-    if steps:
-        trainer.train()
-    categories = recipe.host.data.options.get("categories")
-    return measure(trainer, recipe.plugin_configs["selfcorrect"], categories, size)
+    trainer, _ = trained_for(RECIPE, "selfcorrect", method, seed=seed, steps=steps, folder=folder, overrides=overrides)
+    return measure(trainer, recipe.plugin_configs["selfcorrect"], recipe.host.data.options.get("categories"), size)
 
 
 def main() -> None:

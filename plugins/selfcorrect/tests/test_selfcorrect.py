@@ -6,24 +6,14 @@ import pytest
 
 from stackrl.blocks.turns import Segment
 from stackrl.context import Rollout
-from stackrl.policy import Generation
-from stackrl.rewards import extract_answer
-from stackrl.run import build_trainer
-from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION, parse_verdict
-from stackrl.tasks.arithmetic import read_problem
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import make_plugin
-from stackrl.testing.judging import verified_rows
+from stackrl.testing.fixtures import Scripted, make_plugin
 from stackrl_selfcorrect import SelfcorrectConfig, collect
-from stackrl_selfcorrect.plugin import START
 
 A, V = "answer", "verify"
-EOS = 9
+EOS = Scripted.eos_token_ids[0]
 RIGHT, WRONG_ANSWER = "The answer is 4.", "The answer is 5."
 SAYS_RIGHT, SAYS_WRONG = "Verdict: correct", "Verdict: wrong"
-SKILLS = {"name_or_path": "stackrl/arith-skills"}
-EASY = {"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}}
-SMALL = {"per_device_train_batch_size": 16, "max_completion_length": 128}
 
 
 class TestConformance(PluginConformance):
@@ -40,30 +30,13 @@ class TestConformance(PluginConformance):
     ]
 
 
-class Scripted:
-    """A policy writing each row's scripted replies in turn, one character a token; a row is told by its prompt."""
-
-    eos_token_ids = [EOS]
-
-    def __init__(self, replies: dict[str, list[str]]):
-        self.replies = {prompt: list(texts) for prompt, texts in replies.items()}
-
-    def tokenizer(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
-
-    def generate(self, contexts):
-        texts = [c if isinstance(c, str) else "".join(map(chr, c)) for c in contexts]
-        replies = [self.replies[next(p for p in self.replies if t.startswith(p))].pop(0) for t in texts]
-        return [Generation([ord(c) for c in t], [ord(c) for c in r] + [EOS], r) for t, r in zip(texts, replies)]
-
-
 def test_collection_keeps_only_right_verdicts_and_right_revisions_and_trains_no_wrong_turn():
     replies = {
         # a right answer: "wrong" is drawn first and dropped, "correct" kept; told wrong, its revision stays right
         "P0|": [RIGHT, SAYS_WRONG, SAYS_RIGHT, RIGHT],
         # a wrong answer: "correct" dropped, "wrong" kept; a wrong revision dropped, a right one kept
         "P1|": [WRONG_ANSWER, SAYS_RIGHT, SAYS_WRONG, WRONG_ANSWER, RIGHT],
-        "P2|": [WRONG_ANSWER, SAYS_RIGHT, SAYS_RIGHT],  # never a right verdict in its tries: dropped
+        "P2|": [WRONG_ANSWER, SAYS_RIGHT, SAYS_RIGHT, RIGHT],  # never a right verdict in its tries: dropped
         "P3|": [WRONG_ANSWER, SAYS_WRONG, WRONG_ANSWER, WRONG_ANSWER],  # never a right revision: dropped
     }
     settings = SelfcorrectConfig(verify_instruction="?", revise_instruction="!", told_wrong="T", verdict_tries=2,
@@ -113,35 +86,3 @@ def test_the_reward_pays_the_final_answer_and_each_right_verdict_the_one_that_st
     assert logged["verify_recall"] == pytest.approx(1 / 3) and logged["verify_recall_negative"] == 0.6
     assert _reward(rows, weight=0.0)[0] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]  # the paper's PPO reward
     assert _reward(rows, stage=1)[2] == []  # stage 1 reports what it kept, where it collects
-
-
-def test_stage_one_fine_tunes_the_start_on_right_verdicts_only_then_rl_runs_the_trajectory(make_config):
-    config = make_config(["selfcorrect"], model=SKILLS, data=EASY, rewards={"exact_match": None}, trainer=SMALL,
-                         selfcorrect={"collect_steps": 1, "verdict_tries": 2, "revision_tries": 2, "told_wrong_tries": 1})
-    phases = []
-
-    def watched(plugin, name, contexts, completion_ids, **options):  # the host's phase, watched
-        phases.append((contexts, completion_ids, options))
-        return phase(plugin, name, contexts, completion_ids, **options)
-
-    trainer = build_trainer(config)
-    phase, trainer._supervised_phase = trainer._supervised_phase, watched
-    trainer.args.max_steps = 2
-    trainer.train()
-    (contexts, completions, options), = phases
-    assert options["restore"] == START and completions
-    decode = trainer.processing_class.decode
-    verdicts = 0
-    for context, completion in zip(contexts, completions):
-        verdict = parse_verdict(decode(completion))
-        if verdict is not None:  # a trained verdict says what the answer it checks is
-            question, checked = decode(context).rsplit(JUDGE_MARKER, 1)[0].split("\n", 1)
-            truth = read_problem(question)["answer"]
-            assert verdict == (extract_answer(checked) == truth), decode(context + completion)
-            verdicts += 1
-    assert verdicts
-    rollout = trainer._rollouts["train"]
-    assert set(rollout.columns["selfcorrect_stage"]) == {2}
-    kinds = verified_rows(rollout, trainer.processing_class, verify="\n" + JUDGE_MARKER + "\n",
-                          revise="\n" + RETRY_INSTRUCTION + "\n", answers=2)
-    assert all(row in ([A, V], [A, V, A]) for row in kinds) and any(len(row) == 3 for row in kinds)
