@@ -39,7 +39,8 @@ class Collected:
 
 def collect(prompts: list, answers: list, ctx, settings) -> Collected:
     """Sequential rejection sampling over a batch: ``answers`` are the prompts' reference answers, ``settings``
-    the plugin's config (its instructions, tries and ``is_correct``)."""
+    the plugin's config (its instructions, tries and ``is_correct``); a prompt whose answer is ``None`` keeps
+    nothing."""
     tokens = lambda text: ctx.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     right = lambda text, i: settings.is_correct(text, answers[i])  # noqa: E731
     rows = first_turn(prompts, ANSWER, ctx)
@@ -50,7 +51,9 @@ def collect(prompts: list, answers: list, ctx, settings) -> Collected:
 
     for row in rows:
         row.inject(tokens(settings.verify_instruction))
-    verdicts = sample_accepted(rows, VERIFY, ctx, lambda i, text: parse_verdict(text) == first_right[i],
+    # A row without an answer (label-free) has no truth for its verdict to match: it keeps nothing.
+    labelled = [answer is not None for answer in answers]
+    verdicts = sample_accepted(rows, VERIFY, ctx, lambda i, text: labelled[i] and parse_verdict(text) == first_right[i],
                                tries=settings.verdict_tries)
     for i, verdict in enumerate(verdicts):
         if verdict is not None and first_right[i]:

@@ -84,7 +84,8 @@ class Selfcorrect(Plugin):
         # The verdict that stops a row is paid like the others: "correct" to a wrong answer ends the row with it,
         # losing both parts; "wrong" to a right answer loses its part even where the revision stays right.
         weight = self.config.verdict_weight
-        return [f + weight * (sum(r) / len(r) if r else 0.0) for f, r in zip(final, right)]
+        return [None if truth is None else f + weight * (sum(r) / len(r) if r else 0.0)  # no answer: not scored
+                for f, r, truth in zip(final, right, rollout.columns[self.config.answer_column])]
 
     @staticmethod
     def _log_trajectories(ctx, kinds, outcomes, answers, right) -> None:

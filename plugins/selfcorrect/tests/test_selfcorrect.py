@@ -56,13 +56,15 @@ def test_collection_keeps_only_right_verdicts_and_right_revisions_and_trains_no_
     plain = SelfcorrectConfig(verify_instruction="?", told_wrong_tries=0, train_first_answer=False)
     alone = collect(["P|"], ["4"], Scripted({"P|": [RIGHT, SAYS_RIGHT]}), plain)
     assert [text(k) for _, k in alone.pairs] == [SAYS_RIGHT + "<eos>"] and alone.kept["told_wrong"] == 0
+    unlabelled = collect(["P|"], [None], Scripted({"P|": [WRONG_ANSWER] + [SAYS_WRONG] * 8}), plain)
+    assert not unlabelled.pairs  # no truth for a verdict to match: nothing kept
 
 
-def _reward(rows, weight=0.5, stage=2):
+def _reward(rows, weight=0.5, stage=2, answer="4"):
     segments = [[Segment(kind, 0, 0, 1, text) for kind, text in row] for row in rows]
     rollout = Rollout(prompts=["q"] * len(rows), completions=[""] * len(rows), prompt_ids=[[1]] * len(rows),
                       completion_ids=[[2]] * len(rows), group_size=len(rows),
-                      columns={"segments": segments, "answer": ["4"] * len(rows), "selfcorrect_stage": [stage] * len(rows)})
+                      columns={"segments": segments, "answer": [answer] * len(rows), "selfcorrect_stage": [stage] * len(rows)})
     logged, acted = {}, []
     ctx = SimpleNamespace(rollout=rollout, log=logged.__setitem__, acted=lambda n, of, hint=None: acted.append((n, of)))
     return make_plugin("selfcorrect", verdict_weight=weight).reward(ctx), logged, acted
@@ -86,3 +88,4 @@ def test_the_reward_pays_the_final_answer_and_each_right_verdict_the_one_that_st
     assert logged["verify_recall"] == pytest.approx(1 / 3) and logged["verify_recall_negative"] == 0.6
     assert _reward(rows, weight=0.0)[0] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]  # the paper's PPO reward
     assert _reward(rows, stage=1)[2] == []  # stage 1 reports what it kept, where it collects
+    assert _reward([[(A, RIGHT), (V, SAYS_RIGHT)]], answer=None)[0] == [None]  # a row without an answer
