@@ -111,11 +111,12 @@ class Selfcorrect(Plugin):
             s = self.config
             for kind, n in self.kept.items():
                 ctx.log(f"fine_tuned_{kind}", n)
-            if not self.pairs:
+            if self.pairs:
+                ctx.supervised_phase("self_rewarding_ift", [c for c, _ in self.pairs], [k for _, k in self.pairs],
+                                     restore=START, learning_rate=s.sft_learning_rate, epochs=s.sft_epochs,
+                                     batch_size=s.sft_batch_size)
+            else:  # nothing to fine-tune on (another plugin generated, or no row passed): RL goes on as it is
                 ctx.warn("nothing_kept")
-            ctx.supervised_phase("self_rewarding_ift", [c for c, _ in self.pairs], [k for _, k in self.pairs],
-                                 restore=START, learning_rate=s.sft_learning_rate, epochs=s.sft_epochs,
-                                 batch_size=s.sft_batch_size)
             self.stage, self.pairs = 2, []
         ctx.log("stage", self.stage)
 
