@@ -82,7 +82,8 @@ class Trajectory:
     def copy(self) -> Trajectory:
         """An independent trajectory with the same turns so far, to continue another way."""
         twin = Trajectory(self.prompt_ids)
-        twin.completion_ids, twin.loss_mask, twin.segments = list(self.completion_ids), list(self.loss_mask), list(self.segments)
+        twin.completion_ids, twin.loss_mask = list(self.completion_ids), list(self.loss_mask)
+        twin.segments = list(self.segments)
         twin._eos = self._eos
         return twin
 

@@ -180,7 +180,8 @@ class Scripted:
         for context in contexts:
             text = context if isinstance(context, str) else "".join(map(chr, context))
             reply = self.replies[next(p for p in self.replies if text.startswith(p))].pop(0)
-            out.append(Generation(self.tokenizer(text)["input_ids"], [ord(c) for c in reply] + self.eos_token_ids, reply))
+            ids = self.tokenizer(text)["input_ids"]
+            out.append(Generation(ids, [ord(c) for c in reply] + self.eos_token_ids, reply))
         return out
 
 

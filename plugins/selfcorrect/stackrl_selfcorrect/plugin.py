@@ -29,7 +29,8 @@ class Selfcorrect(Plugin):
     """Self-rewarding correction: rejection-sampled self-correction fine-tuning, then RL with rule-based rewards."""
 
     Config = SelfcorrectConfig
-    activity = "completions held a self-verdict that matched the truth, kept for fine-tuning (stage 1) or rewarded (stage 2)"
+    activity = ("completions held a self-verdict that matched the truth, kept for fine-tuning (stage 1) or "
+                "rewarded (stage 2)")
 
     def __init__(self, config=None):
         super().__init__(config)
