@@ -19,18 +19,23 @@ from stackrl.blocks.turns import (
     check_instruction,
     final_answer_rewards,
     judged_segments,
+    judged_turns,
     line_spans,
     packed_samples,
     rollout_segment_advantages,
+    sample_accepted,
     segment_advantages,
+    segment_pairs,
     transitions,
     turn_spans,
+    verdicts_right,
+    verifier_figures,
     verify_then_revise,
 )
-from stackrl.policy import Generation
 from stackrl.run import build_trainer
+from stackrl.testing.fixtures import Scripted
 
-EOS = 9
+EOS = Scripted.eos_token_ids[0]
 
 
 def test_a_trajectory_packs_its_turns_masks_injected_text_and_keeps_only_the_last_eos():
@@ -54,27 +59,6 @@ def test_a_trajectory_packs_its_turns_masks_injected_text_and_keeps_only_the_las
     assert samples.loss_mask == [mask, [1, 1]] and samples.columns["segments"][1] == [Segment("answer", 0, 0, 2, "a")]
 
 
-class Scripted:
-    """A context whose policy writes each row's scripted replies in turn: one character a token, a row told by the
-    prompt its context starts with."""
-
-    eos_token_ids = [EOS]
-
-    def __init__(self, replies: dict[str, list[str]]):
-        self.replies = {prompt: list(texts) for prompt, texts in replies.items()}
-
-    def tokenizer(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
-
-    def generate(self, contexts):
-        out = []
-        for context in contexts:
-            text = context if isinstance(context, str) else "".join(map(chr, context))
-            reply = self.replies[next(p for p in self.replies if text.startswith(p))].pop(0)
-            out.append(Generation(self.tokenizer(text)["input_ids"], [ord(c) for c in reply] + [EOS], reply))
-        return out
-
-
 @pytest.mark.parametrize("verify_last", [False, True])
 def test_verify_then_revise_goes_on_after_a_wrong_verdict_only_and_stops_at_the_cap(verify_last):
     wrong, right = "Verdict: wrong", "Verdict: correct"
@@ -90,6 +74,58 @@ def test_verify_then_revise_goes_on_after_a_wrong_verdict_only_and_stops_at_the_
     assert kinds == [["answer", "verify"], ["answer", "verify"], ["answer", "verify", "answer", "verify"],
                      ["answer", "verify", "answer", "verify", "answer", *last]]
     assert "".join(map(chr, rows[3].packed()[0][:-1])) == "a1?" + wrong + "!a2?" + wrong + "!a3" + ("?" + wrong) * verify_last
+
+
+def test_sample_accepted_keeps_the_first_accepted_draw_of_each_row_and_gives_up_after_its_tries():
+    replies = {"P0|": ["x", "ok"], "P1|": ["ok"], "P2|": ["x", "x", "ok"]}  # P2's third draw is past the tries
+    ctx = Scripted(replies)
+    rows = [Trajectory(ctx.tokenizer(p)["input_ids"]) for p in replies]
+    kept = sample_accepted(rows, "verify", ctx, lambda i, text: text == "ok", tries=2)
+    assert [s and s.text for s in kept] == ["ok", "ok", None]
+    assert [[s.text for s in row.segments] for row in rows] == [["ok"], ["ok"], []]  # rejected draws are dropped
+    assert replies["P2|"] and ctx.replies["P2|"] == ["ok"]  # two draws for P2, none after the tries
+
+
+def test_segment_pairs_fine_tune_each_chosen_segment_after_everything_before_it():
+    t = Trajectory([1, 2])
+    t.add("answer", [5, 6, EOS], "a", [EOS])
+    t.inject([7])
+    t.add("verify", [8, EOS], "v", [EOS])
+    twin = t.copy()
+    twin.inject([3])  # a copy goes on alone
+    assert t.context() == [1, 2, 5, 6, 7, 8] and twin.context() == [1, 2, 5, 6, 7, 8, 3]
+    assert segment_pairs(t, lambda s: True) == [([1, 2], [5, 6]), ([1, 2, 5, 6, 7], [8, EOS])]  # the last keeps eos
+    assert segment_pairs(t, lambda s: s.kind == "verify") == [([1, 2, 5, 6, 7], [8, EOS])]
+
+
+@pytest.mark.parametrize(
+    "kinds, outcomes, right",
+    [
+        (["answer", "verify"], [True, True], [True]),
+        (["answer", "verify"], [False, True], [False]),  # "correct" to a wrong answer
+        (["answer", "verify"], [True, False], [False]),  # "wrong" to a right one
+        (["answer", "verify"], [False, None], [False]),  # no verdict
+        (["verify"], [True], [False]),  # nothing checked
+        # the second check is judged against the answer it checks, the revised one
+        (["answer", "verify", "answer", "verify"], [False, False, True, False], [True, False]),
+    ],
+)
+def test_verdicts_right_judge_each_verdict_against_the_answer_before_it(kinds, outcomes, right):
+    assert verdicts_right(kinds, outcomes) == right
+
+
+def test_judged_turns_read_answers_correctness_and_verifications_verdicts():
+    a, v = (lambda text: Segment("answer", 0, 0, 1, text)), (lambda text: Segment("verify", 0, 0, 1, text))  # noqa: E731
+    rollout = _rollout([[a("4"), v("Verdict: wrong"), a("5")], [a("5"), v("no verdict")]], ["5", "5"], width=2)
+    assert judged_turns(rollout, lambda text, answer: text == answer, plugin="x", column="answer") == [
+        [False, False, True], [True, None]]
+
+
+def test_verifier_figures_take_correct_as_the_positive_class():
+    correct = [True, True, True, False, False, False]
+    verdicts = [True, True, False, True, False, None]
+    figures = verifier_figures(correct, verdicts)
+    assert figures == {"precision": pytest.approx(2 / 3), "recall": pytest.approx(2 / 3), "recall_negative": pytest.approx(1 / 3)}
 
 
 def test_segment_advantages_compare_each_segment_with_its_groups_same_kind_and_turn():

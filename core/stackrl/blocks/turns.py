@@ -5,8 +5,12 @@ completion is its generated segments and the text injected between them (an inst
 kept out of the loss (``Samples.loss_mask``), and each generated segment is recorded with its kind, turn and token
 span in the column :data:`SEGMENTS_COLUMN`, from which the plugin rewards each segment and gives its tokens their
 own advantage (:func:`segment_advantages`; :func:`rollout_segment_advantages` over a rollout). A method whose
-turns are judged against the row's reference answer (:func:`judged_segments`) rewards a row by its final answer (:func:`final_answer_rewards`). Each turn is sampled from the exact tokens before it (prompt, earlier
-segments, injected text), so the row trains every segment on the context it was sampled from.
+turns are judged against the row's reference answer (:func:`judged_segments`, :func:`judged_turns` for answers and
+verdicts) rewards a row by its final answer (:func:`final_answer_rewards`) and its verdicts by whether they say
+what the answer they check is (:func:`verdicts_right`, :func:`verifier_figures`). Each turn is sampled from the
+exact tokens before it (prompt, earlier segments, injected text), so the row trains every segment on the context it
+was sampled from. A method that keeps a turn only when it passes a rule samples it with :func:`sample_accepted`
+(sequential rejection sampling), and fine-tunes on chosen segments of the rows it keeps as :func:`segment_pairs`.
 
 A method that credits turns also on single-turn rows takes a completion's lines as its steps: :func:`line_spans`
 splits token ids after each token holding a line break (:class:`NewlineTokens`), and :func:`turn_spans` gives each
@@ -79,6 +83,14 @@ class Trajectory:
         self.completion_ids += list(ids)
         self.loss_mask += [0] * len(ids)
 
+    def copy(self) -> Trajectory:
+        """An independent trajectory with the same turns so far, to continue another way."""
+        twin = Trajectory(self.prompt_ids)
+        twin.completion_ids, twin.loss_mask = list(self.completion_ids), list(self.loss_mask)
+        twin.segments = list(self.segments)
+        twin._eos = self._eos
+        return twin
+
     def packed(self) -> tuple[list[int], list[int], list[Segment]]:
         """The row's completion ids, loss mask and segments, the last segment's end-of-sequence token restored."""
         ids, mask, segments = list(self.completion_ids), list(self.loss_mask), list(self.segments)
@@ -104,6 +116,35 @@ def generate_turn(trajectories: Sequence[Trajectory], kind: str, ctx, **sampling
     each from its own context, and append it."""
     generations = ctx.generate([t.context() for t in trajectories], **sampling)
     return [t.add(kind, g.completion_ids, g.text, ctx.eos_token_ids) for t, g in zip(trajectories, generations)]
+
+
+def sample_accepted(
+    trajectories: Sequence[Trajectory], kind: str, ctx, accept: Callable[[int, str], bool], *, tries: int, **sampling
+) -> list[Segment | None]:
+    """Sequential rejection sampling of one turn: sample the next segment of every trajectory, keep it where
+    ``accept(index, text)`` holds, and sample again for the others, up to ``tries`` samples a trajectory. Each
+    round is one ``ctx.generate`` call over the trajectories still without an accepted segment; a rejected sample
+    is dropped, so the kept one is the first accepted of ``tries`` draws. Returns each trajectory's accepted
+    segment, appended to it, or ``None``."""
+    accepted: list[Segment | None] = [None] * len(trajectories)
+    pending = list(range(len(trajectories)))
+    for _ in range(tries):
+        if not pending:
+            break
+        generations = ctx.generate([trajectories[i].context() for i in pending], **sampling)
+        for i, g in zip(pending, generations):
+            if accept(i, g.text):
+                accepted[i] = trajectories[i].add(kind, g.completion_ids, g.text, ctx.eos_token_ids)
+        pending = [i for i in pending if accepted[i] is None]
+    return accepted
+
+
+def segment_pairs(trajectory: Trajectory, trained: Callable[[Segment], bool]) -> list[tuple[list[int], list[int]]]:
+    """The (context, completion) token pairs that fine-tune the ``trained`` segments of a trajectory: each segment
+    after everything before it (prompt, earlier segments, injected text), the last one with its end-of-sequence
+    token, as :meth:`Trajectory.packed` gives it. Pairs for :meth:`stackrl.StepContext.supervised_phase`."""
+    ids, _, segments = trajectory.packed()
+    return [(trajectory.prompt_ids + ids[: s.start], ids[s.start : s.end]) for s in segments if trained(s)]
 
 
 def verify_then_revise(
@@ -195,6 +236,47 @@ def judged_segments(rollout, judge: Callable[[Segment, object], object], *, plug
     ``column``; ``plugin`` and ``purpose`` name a missing column in the error (:func:`stackrl.rewards.reference_answers`)."""
     answers = reference_answers(rollout.columns, column, plugin=plugin, purpose=purpose)
     return [[judge(s, answer) for s in segments] for segments, answer in zip(segments_of(rollout, plugin=plugin), answers)]
+
+
+def judged_turns(rollout, is_correct: Callable[[str, object], bool], *, plugin: str, column: str) -> list[list]:
+    """Each row's outcome of its segments in order: an answer's correctness (``is_correct(text, reference)``), a
+    verification's verdict (:func:`stackrl.tasks.parse_verdict`: True "correct", False "wrong", None none)."""
+
+    def outcome(segment: Segment, answer) -> bool | None:
+        return is_correct(segment.text, answer) if segment.kind == ANSWER else parse_verdict(segment.text)
+
+    return judged_segments(rollout, outcome, plugin=plugin, column=column, purpose="judge answers and verdicts against")
+
+
+def verdicts_right(kinds: Sequence[str], outcomes: Sequence) -> list[bool]:
+    """Whether each verification of a trajectory (its segments' kinds and outcomes in order, as
+    :func:`judged_turns` gives them) says what the answer before it is: "correct" to a right answer, "wrong" to a
+    wrong one. A verification without a verdict, or before any answer, is not right."""
+    right, checked = [], None
+    for kind, outcome in zip(kinds, outcomes, strict=True):
+        if kind == ANSWER:
+            checked = bool(outcome)
+        else:
+            right.append(outcome is not None and checked is not None and outcome == checked)
+    return right
+
+
+def verifier_figures(correct: Sequence[bool], verdicts: Sequence) -> dict[str, float]:
+    """The verifications as a classifier of the answers they check, "correct" the positive class:
+    ``precision`` = P(right | judged correct), ``recall`` = P(judged correct | right), ``recall_negative`` =
+    P(judged wrong | wrong); a missing verdict counts as not "correct" and not "wrong". Figures without a
+    denominator are left out."""
+    said_correct = [v is True for v in verdicts]
+    said_wrong = [v is False for v in verdicts]
+    figures = {}
+    true_positive = sum(c and s for c, s in zip(correct, said_correct))
+    if any(said_correct):
+        figures["precision"] = true_positive / sum(said_correct)
+    if any(correct):
+        figures["recall"] = true_positive / sum(correct)
+    if not all(correct):
+        figures["recall_negative"] = sum(not c and s for c, s in zip(correct, said_wrong)) / sum(not c for c in correct)
+    return figures
 
 
 def segment_advantages(

@@ -10,6 +10,9 @@ line a run as it ends, then the means over the seeds as a table.
   untrained model, then held-out greedy accuracy after a short run against plain GRPO
   (:func:`stackrl.testing.heldout.against_grpo`);
 - :class:`ShortEvaluation`: the held-out evaluation of a mechanism test's short run of the script, and its noise;
+- :func:`against_plain_grpo`: the main of the benchmarks whose ``run(method, seed, steps, folder, overrides, size)``
+  measures one plugin's own rollout on held-out problems, after the plugin's runs and plain GRPO's (svrr1,
+  selfcorrect);
 - :func:`self_correcting`: the main of the two-attempt methods' benchmarks, held-out self-correction after a short
   run against plain GRPO (:func:`stackrl.testing.heldout.self_correction_after`).
 
@@ -138,6 +141,19 @@ def diagnosed(description: str, recipe: Path, diagnose: Callable[[int, int], dic
 
     plugin = recipe.name.removesuffix("-cpu.yaml")
     compare(args, (plugin,), run, figures=(*figures, "accuracy", "grpo_accuracy"))
+
+
+def against_plain_grpo(description: str, plugin: str, run: Callable[..., dict], figures: Sequence[str], *,
+                       steps: int, eval_size: int) -> None:
+    """Parse the shared flags (``--methods`` the plugin and ``grpo``) and :func:`compare`: ``run(method, seed,
+    steps, folder, overrides, size)`` at each seed, and once for the untrained model (the plugin's run at 0 steps)."""
+    args = arguments(description, steps=steps, eval_size=eval_size, methods=(plugin, "grpo")).parse_args()
+
+    def measured(method: str, seed: int, steps: int, folder: Path) -> dict:
+        return run(method, seed, steps, folder, args.overrides, args.eval_size)
+
+    compare(args, args.methods, lambda method, seed, folder: measured(method, seed, args.steps, folder),
+            figures=figures, before=lambda folder: measured(plugin, 0, 0, folder))
 
 
 def self_correcting(description: str, plugin: str) -> None:

@@ -160,6 +160,31 @@ def make_plugin(name: str, **settings):
     return plugin
 
 
+class Scripted:
+    """A sample-stage context whose policy writes each row's scripted replies in turn, for the tests of multi-turn
+    rollouts (:mod:`stackrl.blocks.turns`): one character a token, the end-of-sequence token ``9`` after each
+    reply, a row told by the prompt its context starts with (a key of ``replies``)."""
+
+    eos_token_ids = [9]
+
+    def __init__(self, replies: dict[str, list[str]]):
+        self.replies = {prompt: list(texts) for prompt, texts in replies.items()}
+
+    def tokenizer(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def generate(self, contexts):
+        from stackrl.policy import Generation
+
+        out = []
+        for context in contexts:
+            text = context if isinstance(context, str) else "".join(map(chr, context))
+            reply = self.replies[next(p for p in self.replies if text.startswith(p))].pop(0)
+            ids = self.tokenizer(text)["input_ids"]
+            out.append(Generation(ids, [ord(c) for c in reply] + self.eos_token_ids, reply))
+        return out
+
+
 def train_steps(config, steps: int | None = None, monitor=None, resume=None, **trainer_kwargs):
     """Build the run's trainer from ``config`` and train (``steps`` overrides ``trainer.max_steps``)."""
     from stackrl.run import build_trainer

@@ -11,7 +11,8 @@
   run, of a recipe and of the same recipe without its plugins (:func:`without_plugins`); :func:`sampling_noise`,
   the margin such a figure is read with, and :func:`assert_accuracy_holds`, the check that the plugins cost no
   accuracy beyond it;
-- :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins;
+- :func:`recipe_config`: a recipe's config for one seeded run, with or without its plugins, and
+  :func:`trained_for` its trainer after a short run, with its plugin or as plain GRPO on single attempts;
 - :func:`sampled_attempts`: a model's seeded sampled attempts at a config's held-out problems, the fixed attempts
   a benchmark has every model verify or retry;
 - :func:`self_correction`: held-out self-correction of a model retrying its own attempts (``eval.skill: repair``),
@@ -228,9 +229,8 @@ def self_correction(model, tokenizer, config) -> dict[str, float]:
             "first": right / (wrong + right)}  # fmt: skip
 
 
-def self_correction_after(recipe, plugin: str, method: str, *, seed: int, steps: int, folder: Path,
-                          overrides=()) -> dict[str, float]:
-    """:func:`self_correction` after ``steps`` steps of ``recipe`` at ``seed`` (``folder`` for the run's outputs):
+def trained_for(recipe, plugin: str, method: str, *, seed: int, steps: int, folder: Path, overrides=()):
+    """The trainer of ``recipe`` at ``seed`` after ``steps`` steps (``folder`` for the run's outputs), and its config:
     with its plugin ``plugin`` where ``method`` names it, else as plain GRPO on single attempts (``exact_match``
     back on; overrides of the plugin's section go to the plugin's runs alone)."""
     from stackrl.run import build_trainer
@@ -242,4 +242,11 @@ def self_correction_after(recipe, plugin: str, method: str, *, seed: int, steps:
     trainer = build_trainer(config)
     if steps:
         trainer.train()
+    return trainer, config
+
+
+def self_correction_after(recipe, plugin: str, method: str, *, seed: int, steps: int, folder: Path,
+                          overrides=()) -> dict[str, float]:
+    """:func:`self_correction` after ``steps`` steps of ``recipe`` (:func:`trained_for`)."""
+    trainer, config = trained_for(recipe, plugin, method, seed=seed, steps=steps, folder=folder, overrides=overrides)
     return self_correction(trainer.model, trainer.processing_class, config)

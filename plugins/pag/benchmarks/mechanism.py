@@ -25,10 +25,10 @@ FIGURES = ("precision", "recall", "recall_negative", "revised", "w2r", "r2w", "w
 
 
 def measure(trainer, config, size: int) -> dict:
+    from stackrl.blocks.turns import verifier_figures
     from stackrl.rewards import OUTCOME_REWARDS
     from stackrl.tasks import parse_verdict
     from stackrl.tasks.arithmetic import make_dataset
-    from stackrl_pag import verifier_figures
     from stackrl_pag.plugin import trajectories
 
     settings = config.plugin_configs["pag"]

@@ -2,6 +2,6 @@
 
 from stackrl_pag.config import PagConfig
 from stackrl_pag.plugin import Pag
-from stackrl_pag.rewards import segment_rewards, verifier_figures
+from stackrl_pag.rewards import segment_rewards
 
-__all__ = ["Pag", "PagConfig", "segment_rewards", "verifier_figures"]
+__all__ = ["Pag", "PagConfig", "segment_rewards"]

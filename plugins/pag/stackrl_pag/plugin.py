@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.turns import (
-    SEGMENTS_COLUMN, final_answer_rewards, judged_segments, packed_samples, rollout_segment_advantages, transitions,
-    verify_then_revise,
+    ANSWER, SEGMENTS_COLUMN, VERIFY, final_answer_rewards, judged_turns, packed_samples, rollout_segment_advantages,
+    transitions, verifier_figures, verify_then_revise,
 )
 from stackrl.plugin import training_only
-from stackrl.tasks import parse_verdict
 from stackrl_pag.config import PagConfig
-from stackrl_pag.rewards import ANSWER, VERIFY, segment_rewards, verifier_figures
+from stackrl_pag.rewards import segment_rewards
 
 
 def trajectories(prompts: list, ctx, config: PagConfig) -> list:
@@ -39,12 +38,7 @@ class Pag(Plugin):
 
     def outcomes(self, rollout) -> list[list]:
         """Per row, each segment's outcome: an answer's correctness, a verification's verdict."""
-
-        def outcome(segment, answer):
-            return self.config.is_correct(segment.text, answer) if segment.kind == ANSWER else parse_verdict(segment.text)
-
-        return judged_segments(rollout, outcome, plugin=self.name, column=self.config.answer_column,
-                               purpose="judge answers and verdicts against")
+        return judged_turns(rollout, self.config.is_correct, plugin=self.name, column=self.config.answer_column)
 
     @hookimpl
     def reward(self, ctx):

@@ -1,10 +1,10 @@
-"""PAG's per-segment rewards, and what they say about the policy as a verifier."""
+"""PAG's per-segment rewards."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackrl.blocks.turns import ANSWER, VERIFY  # the kinds of a trajectory's segments
+from stackrl.blocks.turns import ANSWER, verdicts_right  # the kinds of a trajectory's segments
 
 
 def segment_rewards(kinds: Sequence[str], outcomes: Sequence, shaping: float) -> list[float]:
@@ -14,30 +14,12 @@ def segment_rewards(kinds: Sequence[str], outcomes: Sequence, shaping: float) ->
     False: "wrong", None: none). An answer earns its correctness, plus ``shaping`` times the change from the answer
     before it; a verification earns 1 when its verdict matches the correctness of the answer it checked, else 0.
     """
-    rewards, previous = [], None
-    for kind, outcome in zip(kinds, outcomes, strict=True):
+    rewards, previous, right = [], None, iter(verdicts_right(kinds, outcomes))
+    for kind, outcome in zip(kinds, outcomes):
         if kind == ANSWER:
             value = float(outcome)
             rewards.append(value if previous is None else value + shaping * (value - previous))
             previous = value
         else:
-            rewards.append(float(outcome is not None and previous is not None and outcome == bool(previous)))
+            rewards.append(float(next(right)))
     return rewards
-
-
-def verifier_figures(correct: Sequence[bool], verdicts: Sequence) -> dict[str, float]:
-    """The first verification as a classifier of the first answer, "correct" the positive class (as the authors):
-    ``precision`` = P(right | judged correct), ``recall`` = P(judged correct | right), ``recall_negative`` =
-    P(judged wrong | wrong); a missing verdict counts as not "correct" and not "wrong". Figures without a
-    denominator are left out."""
-    said_correct = [v is True for v in verdicts]
-    said_wrong = [v is False for v in verdicts]
-    figures = {}
-    true_positive = sum(c and s for c, s in zip(correct, said_correct))
-    if any(said_correct):
-        figures["precision"] = true_positive / sum(said_correct)
-    if any(correct):
-        figures["recall"] = true_positive / sum(correct)
-    if not all(correct):
-        figures["recall_negative"] = sum(not c and s for c, s in zip(correct, said_wrong)) / sum(not c for c in correct)
-    return figures

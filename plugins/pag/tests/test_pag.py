@@ -9,7 +9,7 @@ from stackrl.tasks import JUDGE_MARKER, RETRY_INSTRUCTION, parse_verdict
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.judging import verified_rows
-from stackrl_pag import segment_rewards, verifier_figures
+from stackrl_pag import segment_rewards
 
 A, V = "answer", "verify"
 
@@ -37,13 +37,6 @@ class TestConformance(PluginConformance):
 )
 def test_segment_rewards(kinds, outcomes, rewards):
     assert segment_rewards(kinds, outcomes, shaping=0.5) == rewards
-
-
-def test_verifier_figures_take_correct_as_the_positive_class():
-    correct = [True, True, True, False, False, False]
-    verdicts = [True, True, False, True, False, None]
-    figures = verifier_figures(correct, verdicts)
-    assert figures == {"precision": pytest.approx(2 / 3), "recall": pytest.approx(2 / 3), "recall_negative": pytest.approx(1 / 3)}
 
 
 def test_only_answers_judged_wrong_are_revised_and_each_segment_is_credited_alone(make_config):

@@ -66,12 +66,9 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides, size: int) 
 
 
 def main() -> None:
-    from stackrl.testing.benchmark import arguments, compare
+    from stackrl.testing.benchmark import against_plain_grpo
 
-    args = arguments(__doc__.split("\n\n")[0], steps=30, eval_size=300, methods=("svrr1", "grpo")).parse_args()
-    measured = lambda method, seed, steps, folder: run(method, seed, steps, folder, args.overrides, args.eval_size)  # noqa: E731
-    compare(args, args.methods, lambda method, seed, folder: measured(method, seed, args.steps, folder),
-            figures=FIGURES, before=lambda folder: measured("svrr1", 0, 0, folder))
+    against_plain_grpo(__doc__.split("\n\n")[0], "svrr1", run, FIGURES, steps=30, eval_size=300)
 
 
 if __name__ == "__main__":
