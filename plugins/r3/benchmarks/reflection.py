@@ -75,8 +75,8 @@ def run(seed: int, steps: int, overrides=(), resamples: int = 4) -> tuple[dict, 
 def main():
     from stackrl.testing.benchmark import arguments, compare
 
-    args = arguments(__doc__.splitlines()[0], steps=8, methods=("r3",)).parse_args()
-    compare(args, args.methods, lambda method, seed, folder: run(seed, args.steps, args.overrides)[0],
+    args = arguments(__doc__.splitlines()[0], steps=24).parse_args()
+    compare(args, ("r3",), lambda method, seed, folder: run(seed, args.steps, args.overrides)[0],
             figures=("reflected", "reflection_fixed", "resample_fixed"))
 
 

@@ -168,3 +168,12 @@ def test_the_failures_survive_a_checkpoint(tmp_path):
     resumed = make_plugin("r3", reflect=True)
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
     assert resumed.failures.failures == {(0,): WRONG}
+
+
+def test_a_chat_run_with_reflection_is_refused(make_config):
+    from stackrl import ConfigError
+    from stackrl.run import validate
+
+    validate(make_config(["r3"], data={"chat": True}))  # the replay and the ranking reward work on chat prompts
+    with pytest.raises(ConfigError, match="r3.reflect: data.chat is true"):
+        validate(make_config(["r3"], data={"chat": True}, r3={"reflect": True}))
