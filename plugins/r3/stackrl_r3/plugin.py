@@ -123,10 +123,12 @@ class R3(stackrl.Plugin):
                   hint="no all-fail group's prompt had a success (or, with r3.reflect, a failure) stored from an "
                        "earlier step")
         out = into_last_rows(samples, {**replayed, **{g: ids for g, (_, ids) in shown.items()}}, size, REPLAYED)
-        last = {(g + 1) * size - 1: g for g in range(groups)}
-        out.columns[REPLAYED] = [last.get(i) in replayed for i in range(len(samples))]
         if self.config.reflect:
-            out.columns[REFLECTED] = [shown[last[i]][0] if last.get(i) in shown else None for i in range(len(samples))]
+            # into_last_rows marked every replaced row as replayed; a reflected row is marked by the failure shown.
+            out.columns[REFLECTED] = [None] * len(samples)
+            for group, (attempt, _) in shown.items():
+                row = (group + 1) * size - 1
+                out.columns[REPLAYED][row], out.columns[REFLECTED][row] = False, attempt
         return out
 
     def reflections(self, prompts: list, samples: list, answers: list, groups: list[int], ctx) -> dict:
