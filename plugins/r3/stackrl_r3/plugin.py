@@ -1,4 +1,5 @@
-"""R^3's cross-context replay: where a group's samples all fail, a stored success of the same prompt takes a row."""
+"""R^3's cross-context replay: where a group's samples all fail, a stored success of the same prompt takes a row;
+with ``reflect``, where none is stored, the policy's answer after being shown the prompt's past failure does."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ from dataclasses import dataclass
 
 import stackrl
 from stackrl.blocks.insertion import failed_groups, into_last_rows, reaches
+from stackrl.blocks.roles import text_prompt
 from stackrl.blocks.tokensignals import STUDENT, TokenSignals
 from stackrl.plugin import training_only
+from stackrl.tasks import RETRY_TEMPLATE
 from stackrl_r3.ranking import ranking_rewards, structural_scores
+from stackrl_r3.reflection import FailureStore
 
 # The rollout column marking the rows whose completion is a replayed success.
 REPLAYED = "r3_replayed"
+# The rollout column holding, on each reflected row, the past failure its prompt showed (None on the other rows).
+REFLECTED = "r3_reflected_on"
 
 
 @dataclass
@@ -28,6 +34,13 @@ class R3Config:
     rank_scale: float = 0.1
     top_fraction: float = 0.2
     stability_weight: float = 1.0
+    # In-context self-reflection: a group whose samples all fail, whose prompt has no stored success but a stored
+    # failure from an earlier step, gets in its last row the policy's answer to `reflect_template` (the question
+    # and that failure). Off by default: the policy must have learnt to use an attempt shown to it.
+    reflect: bool = False
+    reflect_template: str = RETRY_TEMPLATE
+    # "any": every reflection takes the row; "success": only one reaching the answer, else the sample stays.
+    reflect_insert: str = "any"
 
     def __post_init__(self):
         if self.keep not in ("latest", "first"):
@@ -38,6 +51,11 @@ class R3Config:
             raise stackrl.ConfigError(f"r3.top_fraction: must lie in (0, 1], not {self.top_fraction}")
         if self.stability_weight < 0:
             raise stackrl.ConfigError(f"r3.stability_weight: must be non-negative, not {self.stability_weight}")
+        if self.reflect_insert not in ("any", "success"):
+            raise stackrl.ConfigError(f"r3.reflect_insert: must be one of any, success, not '{self.reflect_insert}'")
+        missing = [field for field in ("{prompt}", "{attempt}") if field not in self.reflect_template]
+        if missing:
+            raise stackrl.ConfigError(f"r3.reflect_template: must contain {' and '.join(missing)}")
 
 
 class SuccessBuffer:
@@ -63,17 +81,23 @@ class SuccessBuffer:
 
 class R3(stackrl.Plugin):
     """Cross-context replay: a group whose every sample misses the answer gets, in its last row, the latest success
-    of the same prompt from an earlier step, so GRPO has an advantage to learn from; the buffer is plugin state."""
+    of the same prompt from an earlier step, so GRPO has an advantage to learn from; with ``reflect``, a group whose
+    prompt has none stored gets the policy's answer after its prompt's past failure instead. Both stores are plugin
+    state."""
 
     Config = R3Config
-    activity = "groups had no success of their own and got a replayed one"
+    activity = "groups had no success of their own and got a replayed success or a reflection on a past failure"
 
     def __init__(self, config=None):
         super().__init__(config)
         self.buffer = SuccessBuffer(latest=self.config.keep == "latest")
+        self.failures = FailureStore()
 
     def check_run(self, run):
         run.need_column("r3.answer_column", self.config.answer_column, "replay decides success by it")
+        if self.config.reflect and run.chat:
+            raise stackrl.ConfigError("r3.reflect: data.chat is true, but a reflection extends the question as plain "
+                                      "text in the retry format (docs/roles.md); set data.chat=false")
 
     @stackrl.hookimpl
     @training_only
@@ -87,13 +111,48 @@ class R3(stackrl.Plugin):
         # A group without an answer cannot fail: it is left as sampled.
         failed = [g for g in failed_groups(correct, size) if answers[g * size] is not None]
         replayed = self.buffer.replacements(samples, failed, size)
-        # This step's successes are stored after the choice, so a group is never replayed its own sample.
+        shown = self.reflections(prompts, samples, answers, [g for g in failed if g not in replayed], ctx)
+        # This step's samples are stored after the choices, so a group is never replayed its own success nor shown
+        # its own failure.
         self.buffer.store(samples, correct, size)
-        ctx.log("failed_groups", len(failed) / max(1, len(samples) // size))
+        self.failures.store(samples, correct, [a is not None for a in answers], size)
+        groups = len(samples) // size
+        ctx.log("failed_groups", len(failed) / max(1, groups))
         ctx.log("buffer", len(self.buffer.successes))
-        ctx.acted(len(replayed), of=len(samples) // size,
-                  hint="no all-fail group's prompt had a success stored from an earlier step")
-        return into_last_rows(samples, replayed, size, REPLAYED)
+        ctx.acted(len(replayed) + len(shown), of=groups,
+                  hint="no all-fail group's prompt had a success (or, with r3.reflect, a failure) stored from an "
+                       "earlier step")
+        out = into_last_rows(samples, {**replayed, **{g: ids for g, (_, ids) in shown.items()}}, size, REPLAYED)
+        if self.config.reflect:
+            # into_last_rows marked every replaced row as replayed; a reflected row is marked by the failure shown.
+            out.columns[REFLECTED] = [None] * len(samples)
+            for group, (attempt, _) in shown.items():
+                row = (group + 1) * size - 1
+                out.columns[REPLAYED][row], out.columns[REFLECTED][row] = False, attempt
+        return out
+
+    def reflections(self, prompts: list, samples: list, answers: list, groups: list[int], ctx) -> dict:
+        """For each of ``groups`` (all failed, no success stored) whose prompt has a stored failure, and with
+        ``reflect``: ``{group: (the failure shown, the reflection's completion ids)}``, one reflection sampled per
+        group in one ``ctx.generate`` call; with ``reflect_insert: success``, only the reflections reaching the
+        answer."""
+        if not self.config.reflect:
+            return {}
+        size = ctx.group_size
+        shown = self.failures.shown(samples, groups, size)
+        asked = list(shown)
+        replies = ctx.generate([
+            self.config.reflect_template.format(prompt=text_prompt(prompts[g * size], role="r3 reflection"),
+                                                attempt=shown[g])
+            for g in asked
+        ])
+        fixed = [reaches(reply.text, answers[g * size]) for g, reply in zip(asked, replies)]
+        ctx.log("reflected", len(asked) / max(1, len(samples) // size))
+        if asked:
+            ctx.log("reflection_fixed", sum(fixed) / len(asked))
+        keep_all = self.config.reflect_insert == "any"
+        return {g: (shown[g], list(reply.completion_ids))
+                for g, reply, ok in zip(asked, replies, fixed) if keep_all or ok}
 
     @stackrl.hookimpl
     def reward(self, ctx):
@@ -112,8 +171,10 @@ class R3(stackrl.Plugin):
     @stackrl.hookimpl
     def state_dict(self):
         # Lists of plain values, which a weights-only checkpoint load accepts (tuple keys it would not).
-        return {"successes": [[list(key), ids] for key, ids in self.buffer.successes.items()]}
+        return {"successes": [[list(key), ids] for key, ids in self.buffer.successes.items()],
+                "failures": [[list(key), text] for key, text in self.failures.failures.items()]}
 
     @stackrl.hookimpl
     def load_state_dict(self, state):
         self.buffer.successes = {tuple(key): list(ids) for key, ids in state["successes"]}
+        self.failures.failures = {tuple(key): text for key, text in state["failures"]}

@@ -7,7 +7,7 @@ import torch
 
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin
-from stackrl_r3.plugin import REPLAYED
+from stackrl_r3.plugin import REFLECTED, REPLAYED
 
 
 class TestConformance(PluginConformance):
@@ -15,7 +15,9 @@ class TestConformance(PluginConformance):
     refused_settings = [({"keep": "all"}, "must be one of latest, first, not 'all'"),
                         ({"rank_scale": 1.0}, r"must lie in \[0, 1\), not 1.0"),
                         ({"top_fraction": 0.0}, r"must lie in \(0, 1\], not 0.0"),
-                        ({"stability_weight": -1.0}, "must be non-negative, not -1.0")]
+                        ({"stability_weight": -1.0}, "must be non-negative, not -1.0"),
+                        ({"reflect_insert": "all"}, "must be one of any, success, not 'all'"),
+                        ({"reflect_template": "{prompt}again"}, "must contain {attempt}")]
 
 
 class SampleStub:
@@ -108,3 +110,70 @@ def test_the_ranking_reward_on_the_built_in_model_scores_every_row(built_in_trai
                         _log=lambda *_: None, _plugin="r3", rollout=rollout)
     got = trainer.plugins.plugins["r3"].reward(ctx)
     assert got == pytest.approx([0.1, 0.0, 0.1, 0.0])  # each group: the right solution, then its lone slip
+
+
+class ReflectStub(SampleStub):
+    """As ``SampleStub``; a retry prompt (a question after an attempt) is answered ``reply``, ids [900 + k]."""
+
+    def __init__(self, texts, answers, reply=RIGHT, group_size=2):
+        super().__init__(texts, answers, group_size)
+        self.reply, self.asked = reply, []
+
+    def generate(self, prompts):
+        if prompts and "Try again." in prompts[0]:
+            self.asked += prompts
+            return [SimpleNamespace(text=self.reply, completion_ids=[900 + k]) for k in range(len(prompts))]
+        return super().generate(prompts)
+
+
+PROMPTS = ["Q0\n", "Q0\n", "Q1\n", "Q1\n", "Q2\n", "Q2\n"]
+
+
+def test_a_persistent_failure_without_a_stored_success_is_shown_its_own_past_failure():
+    plugin = make_plugin("r3", reflect=True)
+    fails = ["The answer is 7.", "The answer is 8."]
+    plugin.generate_rollout(PROMPTS, ReflectStub([fails[0], fails[1], RIGHT, WRONG, WRONG, RIGHT], ["5"] * 6))
+    # Prompt 0 failed before and fails again, none stored a success: reflected on its first failure. Prompt 1
+    # succeeded before: replayed. Prompt 2 succeeds now: left as sampled, though it failed before.
+    ctx = ReflectStub([WRONG, WRONG, WRONG, WRONG, RIGHT, WRONG], ["5"] * 6)
+    out = plugin.generate_rollout(PROMPTS, ctx)
+    assert ctx.asked == ["Q0\n" + fails[0] + "\nTry again.\n"]
+    assert out.columns[REFLECTED] == [None, fails[0], None, None, None, None]
+    assert out.columns[REPLAYED] == [False, False, False, True, False, False]
+    assert out.completion_ids[1] == [900] and out.prompt_ids[1] == [0]  # trained on the group's own question
+    assert ctx.acted_on == (2, 3)
+
+
+def test_a_failure_of_this_step_is_not_shown_and_reflection_is_opt_in():
+    plugin, off = make_plugin("r3", reflect=True), make_plugin("r3")
+    ctx = ReflectStub([WRONG, WRONG], ["5", "5"])
+    assert plugin.generate_rollout(PROMPTS[:2], ctx).columns[REFLECTED] == [None, None] and ctx.asked == []
+    off.generate_rollout(PROMPTS[:2], ReflectStub([WRONG, WRONG], ["5", "5"]))
+    ctx = ReflectStub([WRONG, WRONG], ["5", "5"])
+    assert REFLECTED not in off.generate_rollout(PROMPTS[:2], ctx).columns and ctx.asked == []
+
+
+def test_with_insert_success_only_a_reflection_reaching_the_answer_takes_the_row():
+    plugin = make_plugin("r3", reflect=True, reflect_insert="success")
+    plugin.generate_rollout(PROMPTS[:2], ReflectStub([WRONG, WRONG], ["5", "5"]))
+    ctx = ReflectStub([WRONG, WRONG], ["5", "5"], reply=WRONG)
+    out = plugin.generate_rollout(PROMPTS[:2], ctx)
+    assert len(ctx.asked) == 1 and out.columns[REFLECTED] == [None, None] and out.completion_ids[1] == [101]
+
+
+def test_the_failures_survive_a_checkpoint(tmp_path):
+    plugin = make_plugin("r3", reflect=True)
+    plugin.generate_rollout(PROMPTS[:4], ReflectStub([WRONG, RIGHT, RIGHT, RIGHT], ["5"] * 4))
+    torch.save(plugin.state_dict(), tmp_path / "state.pt")
+    resumed = make_plugin("r3", reflect=True)
+    resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    assert resumed.failures.failures == {(0,): WRONG}
+
+
+def test_a_chat_run_with_reflection_is_refused(make_config):
+    from stackrl import ConfigError
+    from stackrl.run import validate
+
+    validate(make_config(["r3"], data={"chat": True}))  # the replay and the ranking reward work on chat prompts
+    with pytest.raises(ConfigError, match="r3.reflect: data.chat is true"):
+        validate(make_config(["r3"], data={"chat": True}, r3={"reflect": True}))

@@ -17,3 +17,14 @@ def test_replayed_successes_give_all_fail_groups_a_reward_spread():
     for row in replays.replayed:
         assert row == {"success": True, "earlier_same_prompt": True, "group_failed": True}, row
     assert figures["spread"] > figures["spread_sampled"], figures
+
+
+REFLECTION = Path(__file__).resolve().parents[1] / "benchmarks" / "reflection.py"
+
+
+def test_a_persistent_failure_is_shown_its_own_earlier_failure_in_a_group_that_failed():
+    figures, reflections = load_script(REFLECTION).run(seed=0, steps=8, resamples=1)
+    assert reflections.reflected, "some problem failed a whole group again after an earlier failure"
+    for row in reflections.reflected:
+        assert {key: row[key] for key in ("earlier_same_prompt_failure", "group_failed")} == {
+            "earlier_same_prompt_failure": True, "group_failed": True}, row
