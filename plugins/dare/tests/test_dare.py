@@ -5,12 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackrl import ConfigError
 from stackrl.answers import answer_after_phrase, group_answers, groups_of
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.repository import load_script
 from stackrl.truth import auroc
-from stackrl_dare import DAREConfig
 from stackrl_dare.plugin import distribution_rewards
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
@@ -18,6 +16,10 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
 class TestConformance(PluginConformance):
     plugin_name = "dare"
+    refused_settings = [
+        ({"min_frequency": 1.5}, "dare.min_frequency must lie in"),
+        ({"exploration_bonus": -0.1}, "dare.exploration_bonus must be 0 or more"),
+    ]
 
 
 # 8 rows: "4" three times (the majority), "5" twice, "6" once, two without an answer.
@@ -39,13 +41,6 @@ def test_answers_below_the_threshold_are_pruned_to_zero_without_bonus():
     # At the threshold an answer is kept: 2/8 = 0.25 is not below 0.25.
     assert distribution_rewards(group, 0.25, 0.0) == pytest.approx([3 / 8, 2 / 8, 0, 3 / 8, 0, 2 / 8, 0, 3 / 8])
     assert distribution_rewards(group, 0.3, 0.0) == pytest.approx([3 / 8, 0, 0, 3 / 8, 0, 0, 0, 3 / 8])
-
-
-def test_settings_out_of_range_are_refused():
-    with pytest.raises(ConfigError, match="dare.min_frequency must lie in"):
-        DAREConfig(min_frequency=1.5)
-    with pytest.raises(ConfigError, match="dare.exploration_bonus must be 0 or more"):
-        DAREConfig(exploration_bonus=-0.1)
 
 
 def test_a_right_answer_held_by_a_minority_is_rewarded_where_majority_vote_gives_it_nothing(arith_samples):

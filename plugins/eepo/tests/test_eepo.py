@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from stackrl import ConfigError, PluginError
+from stackrl import PluginError
 from stackrl.policy import snapshots_of
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
@@ -17,6 +17,13 @@ TRAINER = {"max_steps": 1, "per_device_train_batch_size": 16, "num_generations":
 
 class TestConformance(PluginConformance):
     plugin_name = "eepo"
+    refused_settings = [
+        ({"objective": "likelihood"}, "eepo.objective: must be one of unlikelihood, ascent"),
+        ({"learning_rate": 0.0}, "eepo.learning_rate: must be positive"),
+        ({"steps": 0}, "eepo.steps: must be at least 1"),
+        ({"entropy_threshold": -1.0}, "eepo.entropy_threshold: must be positive or null"),
+        ({"entropy_window": 0}, "eepo.entropy_window: must be at least 1 step"),
+    ]
 
 
 def _record_rollout(config, by_hand=None):
@@ -120,15 +127,3 @@ def test_an_odd_group_is_refused(make_config):
     config = make_config(["eepo"], trainer={**TRAINER, "per_device_train_batch_size": 6, "num_generations": 3})
     with pytest.raises(PluginError, match="plugin 'eepo' at step 0: trainer.num_generations must be even"):
         train_steps(config)
-
-
-@pytest.mark.parametrize("settings, message", [
-    ({"objective": "likelihood"}, "eepo.objective: must be one of unlikelihood, ascent"),
-    ({"learning_rate": 0.0}, "eepo.learning_rate: must be positive"),
-    ({"steps": 0}, "eepo.steps: must be at least 1"),
-    ({"entropy_threshold": -1.0}, "eepo.entropy_threshold: must be positive or null"),
-    ({"entropy_window": 0}, "eepo.entropy_window: must be at least 1 step"),
-])
-def test_settings_no_run_could_use_are_refused(settings, message):
-    with pytest.raises(ConfigError, match=message):
-        Eepo(EepoConfig(**settings))

@@ -1,19 +1,20 @@
 """OSFT: one step is exactly an SFT step on the policy's own colder samples, read at the loss's temperature."""
 
-import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from stackrl import ConfigError
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.conformance import PluginConformance
-from stackrl_osft import Osft, OsftConfig
 
 SGD_ONE_STEP = {"optim": "sgd", "learning_rate": 0.5, "max_grad_norm": 0.0, "lr_scheduler_type": "constant"}
 
 
 class TestConformance(PluginConformance):
     plugin_name = "osft"
+    refused_settings = [
+        ({"sampling_temperature": 0.0}, "osft.sampling_temperature: must be positive, not 0.0"),
+        ({"sampling_temperature": -0.5}, "osft.sampling_temperature: must be positive, not -0.5"),
+    ]
 
 
 def _train_recording_samples(config):
@@ -54,9 +55,3 @@ def test_samples_are_drawn_at_the_sampling_temperature(make_config):
     _, [(prompts, samples)] = _train_recording_samples(config)
     groups = [samples.completion_ids[i : i + 4] for i in range(0, len(prompts), 4)]
     assert all(all(c == group[0] for c in group) for group in groups)
-
-
-@pytest.mark.parametrize("value", [0.0, -0.5])
-def test_a_temperature_that_is_not_positive_is_refused(value):
-    with pytest.raises(ConfigError, match=f"osft.sampling_temperature: must be positive, not {value}"):
-        Osft(OsftConfig(sampling_temperature=value))

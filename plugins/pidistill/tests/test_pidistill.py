@@ -146,6 +146,8 @@ def test_the_student_learns_the_teachers_tokens_beyond_what_training_the_teacher
     student term (alpha 0.5) than with GRPO on the teacher's rollouts alone (alpha 1, where shared weights are the
     only route to the student)."""
     mechanism = load_script(BENCHMARK)
-    joint = mechanism.run("pidistill", 0, tmp_path, steps=8, heldout=64)
-    alone = mechanism.run("teacher_only", 0, tmp_path, steps=8, heldout=64)
+    # Four steps: the student's NLL falls with the term from the first step on (0.082 before training, 0.071 after
+    # four steps against 0.081 without the term, seed 0) and moves little after.
+    joint = mechanism.run("pidistill", 0, tmp_path, steps=4, heldout=64, accuracy=False)
+    alone = mechanism.run("teacher_only", 0, tmp_path, steps=4, heldout=64, accuracy=False)
     assert joint["student_nll"] < 0.95 * alone["student_nll"], (joint, alone)

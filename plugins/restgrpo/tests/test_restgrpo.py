@@ -12,6 +12,7 @@ from stackrl.context import Rollout
 from stackrl.pool import POOL_ROW, Pool, PoolAccess
 from stackrl.run import validate
 from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import StopAt, train_steps
 from stackrl_restgrpo import RestGrpo, RestGrpoConfig, group_spread, partial_prompts, prefix_weights
 
 class TestConformance(PluginConformance):
@@ -136,3 +137,27 @@ def test_it_acts_once_per_generation_batch():
                           acted=lambda n, of: acted.append((n, of)))
     plugin.post_step(ctx)
     assert acted == [(2, 3)]
+
+
+def test_a_run_resumed_inside_an_iteration_matches_an_uninterrupted_one(make_config, tmp_path):
+    """Stopped after step 2 and resumed, a run draws, leaves out and adds the rows an uninterrupted one does: the
+    problems left out and the partial solutions not yet drawn ride in the checkpoint (a fresh plugin would bring the
+    left-out problems back too late, and never retire the partial solutions)."""
+    trainer = {"per_device_train_batch_size": 16, "max_completion_length": 48, "max_steps": 4,
+               "save_strategy": "steps", "save_steps": 2}
+    sections = dict(model={"name_or_path": "stackrl/arith-tiny"}, data={"size": 8}, trainer=trainer,
+                    restgrpo={"iteration_steps": 8})
+
+    def run(name, **how):
+        return train_steps(make_config(["restgrpo"], output_dir=str(tmp_path / name), **sections), **how)
+
+    straight = run("straight")
+    first = run("resumed", callbacks=[StopAt(2)]).plugins.plugins["restgrpo"].state_dict()
+    assert first["left_out"] and first["partials"], f"nothing to carry across the resume: {first}"
+    resumed = run("resumed", resume=True)
+    assert resumed.plugins.plugins["restgrpo"].state_dict() == straight.plugins.plugins["restgrpo"].state_dict()
+    pool, want_pool = resumed.pool.state_dict(), straight.pool.state_dict()
+    assert torch.equal(pool.pop("generator"), want_pool.pop("generator"))
+    assert pool == want_pool  # the row weights, the rows added and retired, the pass rates
+    want = dict(straight.model.named_parameters())
+    assert all(torch.equal(p, want[n]) for n, p in resumed.model.named_parameters())

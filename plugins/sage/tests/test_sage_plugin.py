@@ -30,6 +30,15 @@ RECIPE_HINTS = {"hint_source": "solution", "hinted_prompt_template": "{prompt}{h
 class TestConformance(PluginConformance):
     plugin_name = "sage"
     plugin_settings = {"sage": {"hint_max_new_tokens": 8, "hint_attempts": 2}}
+    refused_settings = [
+        ({"mode": "sage-light"}, r"sage\.mode"),
+        ({"hint_source": "oracle"}, r"sage\.hint_source"),
+        ({"metric": "bleu"}, r"sage\.metric"),
+        ({"level_up_at": 0.5, "level_down_above": 0.35}, r"sage\.level_up_at"),
+        ({"hint_attempts": 0}, r"sage\.hint_attempts"),
+        ({"hint_max_new_tokens": 0}, r"sage\.hint_max_new_tokens"),
+        ({"hinted_prompt_template": "{prompt}"}, r"sage\.hinted_prompt_template"),
+    ]
 
 
 class TestConformanceLight(PluginConformance):

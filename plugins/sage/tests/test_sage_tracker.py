@@ -1,9 +1,5 @@
 """SAGE-light's per-prompt hint level, moved by each visit's accuracy."""
 
-import pytest
-
-from stackrl import ConfigError
-from stackrl_sage import Sage, SageConfig
 from stackrl_sage.tracker import LevelTracker
 
 
@@ -56,20 +52,3 @@ def test_prompts_are_tracked_apart():
     tracker.update("hard", 0, 0.0)
     tracker.update("easy", 0, 0.9)
     assert (tracker.level("hard"), tracker.level("easy"), len(tracker)) == (1, 0, 2)
-
-
-@pytest.mark.parametrize(
-    "settings, key",
-    [
-        ({"mode": "sage-light"}, "sage.mode"),
-        ({"hint_source": "oracle"}, "sage.hint_source"),
-        ({"metric": "bleu"}, "sage.metric"),
-        ({"level_up_at": 0.5, "level_down_above": 0.35}, "sage.level_up_at"),
-        ({"hint_attempts": 0}, "sage.hint_attempts"),
-        ({"hint_max_new_tokens": 0}, "sage.hint_max_new_tokens"),
-        ({"hinted_prompt_template": "{prompt}"}, "sage.hinted_prompt_template"),
-    ],
-)
-def test_bad_settings_name_their_key(settings, key):
-    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        Sage(SageConfig(**settings))

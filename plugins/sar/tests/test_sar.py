@@ -15,6 +15,7 @@ from stackrl_sar.plugin import answer_only_prompt, self_aligned_reward
 
 class TestConformance(PluginConformance):
     plugin_name = "sar"
+    refused_settings = [({"floor": 0.5}, "sar.floor must be 0 or below")]
 
 
 def by_perplexity(with_question, answer_only, floor=-1.0):
@@ -54,13 +55,6 @@ def test_the_question_free_prompt_keeps_the_system_turn_and_empties_the_user_tur
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     assert answer_only_prompt("What is 2 + 2?\n", tokenizer) == [start]
-
-
-def test_a_positive_floor_is_refused():
-    from stackrl import ConfigError
-
-    with pytest.raises(ConfigError, match="sar.floor must be 0 or below"):
-        SARConfig(floor=0.5)
 
 
 OWN, OTHER = "What is (3 + 4) * 2?\n", "What is (9 * 5) + 16?\n"

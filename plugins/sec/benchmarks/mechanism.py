@@ -5,7 +5,8 @@ tau 0.4) and the same run without the plugin (uniform sampling: TRL's sampler), 
 prints for each run:
 
 - per category, easiest first: the untrained model's held-out pass@1, SEC's draw probability after the last
-  step (``sec/prob/<category>``) and the share of problems each run drew from it (from the prompt pool's counts);
+  step (``sec/prob/<category>``) and the share of problems each run drew from it (counted from each training
+  rollout: the pool keeps no counts in a run without plugins);
 - hardest: held-out pass@1 after training on the hardest category (its test split, 4 samples a problem at
   temperature 1, seeded), and pass@1 on all categories.
 
@@ -14,7 +15,10 @@ prints for each run:
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+
+from transformers import TrainerCallback
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "sec-cpu.yaml"
 METHODS = ("uniform", "sec")
@@ -29,20 +33,31 @@ def load(method: str, seed: int, steps: int, folder: Path, overrides=()):
                          output_dir=folder / f"{method}-{seed}", overrides=overrides)
 
 
+class DrawnCategories(TrainerCallback):
+    """Counts the category of each problem the run trained on, one per group of each training rollout."""
+
+    def __init__(self):
+        self.trainer, self.drawn, self._counted = None, Counter(), None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        rollout = self.trainer._rollouts["train"]
+        if rollout is self._counted:  # a rollout that serves several optimizer steps was drawn once
+            return
+        self._counted = rollout
+        self.drawn.update(rollout.columns["category"][:: rollout.group_size])
+
+
 def run(method: str, seed: int, steps: int, folder: Path, overrides=()) -> dict:
     """Train one run and measure it: ``drawn`` (share of problems per category), ``prob`` (SEC's last draw
     probabilities; none for uniform), ``hardest`` and ``all`` (held-out pass@1 after training)."""
     from stackrl.evaluation import evaluate
-    from stackrl.testing.fixtures import train_steps
+    from stackrl.run import build_trainer
 
     config = load(method, seed, steps, folder, overrides)
-    trainer = train_steps(config)
-    pool = trainer.pool
-    drawn = {}
-    for row in range(len(pool)):
-        stats = pool.stats(row)
-        drawn[stats.category] = drawn.get(stats.category, 0) + stats.times_drawn
-    total = sum(drawn.values())
+    counter = DrawnCategories()
+    trainer = counter.trainer = build_trainer(config, callbacks=[counter])
+    trainer.train()
+    drawn, total = counter.drawn, counter.drawn.total()
     logged = [log for log in trainer.state.log_history if any(k.startswith("sec/prob/") for k in log)]
     prob = {k[len("sec/prob/") :]: v for k, v in logged[-1].items() if k.startswith("sec/prob/")} if logged else {}
     length = trainer.args.max_completion_length
