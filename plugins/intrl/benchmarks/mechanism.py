@@ -40,6 +40,22 @@ def failed_prefixes(config, size: int) -> list[tuple[str, str]]:
     return prefixes
 
 
+def run_prefixes(rollouts) -> list[tuple[str, str]]:
+    """The failed rollouts of a run's steps, each as (question + the steps before its first error, answer)."""
+    from stackrl.rewards import exact_match
+    from stackrl_intrl.interventions import from_reference, steps_of
+
+    prefixes = []
+    for rollout in rollouts:
+        for question, attempt, solution, answer in zip(rollout.prompts, rollout.completions,
+                                                       rollout.columns["solution"], rollout.columns["answer"]):
+            steps = steps_of(attempt, SEPARATOR)
+            found = from_reference(steps, solution, SEPARATOR)
+            if found is not None and exact_match(attempt, answer) != 1.0:
+                prefixes.append((question + "".join(step + SEPARATOR for step in steps[: found[0]]), answer))
+    return prefixes
+
+
 def recovery(model, tokenizer, prefixes, *, samples: int, seed: int) -> float:
     """The share of sampled continuations of the prefixes that reach their answer."""
     from stackrl.rewards import exact_match
