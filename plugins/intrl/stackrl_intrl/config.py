@@ -30,15 +30,14 @@ class IntrlConfig(OutcomeSettings):
     # (stackrl.tasks.redone_step); "tagged", the authors' `<intervention>{"content": ..., "location": N}</intervention>`
     # (the last such block; N is the 1-based step the content goes in place of).
     reply_format: str = "check"
-    max_proposal_tokens: int = 128
-    # The column of the reference solutions (for proposer "reference").
-    solution_column: str = "solution"
-    # What separates an attempt's steps: the built-in task writes a step a line (the authors split at "\n\n").
-    step_separator: str = "\n"
+    solution_column: str = "solution"  # the reference solutions, for proposer "reference"
+    step_separator: str = "\n"  # between an attempt's steps: a line on the built-in task (the authors: "\n\n")
     # The filter: the policy continues each prefix + intervention this many times, and the intervention is kept when
     # at least one continuation reaches the reference answer (the authors: 32, nonzero pass@32). 0 keeps every
     # intervention read (the authors' step 3 is marked optional).
     continuations: int = 4
+    # The lengths of a proposal and of a continuation.
+    max_proposal_tokens: int = 128
     max_continuation_tokens: int = 64
     # Every this many RL steps, the policy is fine-tuned on the SFT pairs collected since the last phase (question,
     # prefix up to the error + intervention); RL then resumes with a fresh optimizer and schedule.
