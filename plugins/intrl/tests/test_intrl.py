@@ -23,7 +23,7 @@ EARLY = "4 * 2 = 9\n9 + 3 = 12\nThe answer is 12."  # first wrong at step 0, car
 
 class TestConformance(PluginConformance):
     plugin_name = "intrl"
-    plugin_settings = {"intrl": {"every": 1, "proposer": "reference", "continuations": 1}}
+    plugin_settings = {"intrl": {"every": 1, "proposer": "reference", "continuations": 1, "max_continuation_tokens": 8}}
     refused_settings = [
         ({"proposer": "teacher"}, "intrl.proposer: must be one of"),
         ({"reply_format": "json"}, "intrl.reply_format: must be one of"),
