@@ -1,16 +1,16 @@
 """InT on the built-in model: fine-tuning on the kept interventions raises how often the policy, continuing one of
 the run's failed rollouts from the step before its first error, reaches the answer."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.heldout import recipe_config
+from stackrl.testing.repository import load_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from mechanism import RECIPE, recovery, run_prefixes  # noqa: E402
+MECHANISM = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py")
+RECIPE, recovery, run_prefixes = MECHANISM.RECIPE, MECHANISM.recovery, MECHANISM.run_prefixes
 
 pytestmark = pytest.mark.mechanism
 
