@@ -15,7 +15,9 @@ from stackrl.tasks.roles import (
     checked_retry_prompt,
     judge_prompt,
     judge_reply,
+    judged_wrong_step,
     parse_verdict,
+    redone_step,
     retry_prompt,
     slip,
 )
@@ -80,6 +82,25 @@ def test_a_slip_is_one_small_mistake_carried_on(category):
             assert 0 < abs(moved) <= 10
         assert all(int(n) >= 0 for line in lines for n in line.replace(".", "").split() if n.isdigit())
     assert places == set(range(int(category.split()[0]) + 1))  # every step and the final line get slips
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_a_perfect_check_of_a_slip_gives_the_slipped_step_written_as_the_solution_writes_it(category):
+    rng = random.Random(1)
+    for row in make_dataset("train", 30, seed=0, categories=[category]):
+        slipped = slip(row["solution"], rng)
+        where = _slipped_lines(row["solution"], slipped)[0]
+        steps = len(slipped.split("\n"))
+        assert judged_wrong_step(judge_reply(slipped), steps) == where
+        assert redone_step(judge_reply(slipped), steps) == (where, row["solution"].split("\n")[where])
+        assert redone_step(judge_reply(row["solution"]), steps) is None  # "correct": nothing to redo
+
+
+def test_a_check_without_a_wrong_verdict_or_a_readable_line_redoes_no_step():
+    assert redone_step("3 + 4 = 7 | 7 yes", 3) is None  # no verdict
+    assert redone_step("1 + 1 = 2\n2 + 2 = 4\n4 + 4 = 8\nVerdict: wrong", 2) is None  # more lines than steps
+    assert redone_step("three | 8 no\nVerdict: wrong", 3) is None  # neither a step nor a number
+    assert judged_wrong_step("three | 8 no\nVerdict: wrong", 3) == 0
 
 
 def test_slip_is_deterministic_per_rng():

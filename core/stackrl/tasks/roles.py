@@ -35,7 +35,9 @@ __all__ = [
     "compare_line",
     "judge_prompt",
     "judge_reply",
+    "judged_wrong_step",
     "parse_verdict",
+    "redone_step",
     "retry_prompt",
     "slip",
 ]
@@ -142,6 +144,39 @@ def judge_reply(attempt: str) -> str:
             return "\n".join(check + [VERDICT_PREFIX + WRONG])
     check.append(compare_line(steps[-1][3], answer))
     return "\n".join(check + [VERDICT_PREFIX + (CORRECT if answer == steps[-1][3] else WRONG)])
+
+
+def judged_wrong_step(reply: str, steps: int) -> int | None:
+    """The step of an attempt of ``steps`` lines that a judge reply marks wrong, or ``None``.
+
+    A reply in the judge format redoes the attempt's lines one by one up to the first wrong one, then gives its
+    verdict: with the verdict "wrong", the last line redone is the step it found wrong. A "correct" or missing
+    verdict, or a count of lines the attempt does not have, gives none.
+    """
+    if parse_verdict(reply) is not False:
+        return None
+    index = len(_redone(reply)) - 1
+    return index if 0 <= index < steps else None
+
+
+def redone_step(reply: str, steps: int) -> tuple[int, str] | None:
+    """The step a judge reply marks wrong (:func:`judged_wrong_step`) and that step written right as the reply
+    worked it out beside the attempt's value: ``(index, "3 + 4 = 7")``, or ``"The answer is 14."`` where the
+    wrong line is the final answer; ``None`` where no step is marked or its redone line is in neither form."""
+    index = judged_wrong_step(reply, steps)
+    if index is None:
+        return None
+    worked = _redone(reply)[-1].split(" | ")[0].strip()
+    if _STEP.match(worked):
+        return index, worked
+    if re.fullmatch(r"-?\d+", worked):
+        return index, f"The answer is {worked}."
+    return None
+
+
+def _redone(reply: str) -> list[str]:
+    """The check lines of a judge reply, before its verdict."""
+    return [line for line in reply.split(VERDICT_PREFIX.strip())[0].splitlines() if line.strip()]
 
 
 def compare_line(expected: int, written: int) -> str:

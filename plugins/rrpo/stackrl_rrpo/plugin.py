@@ -24,9 +24,9 @@ from stackrl.blocks.roles import (
     uniform_reset,
 )
 from stackrl.rewards import OUTCOME_REWARDS, RESET, ROLE_COLUMN, SOLVE, reference_answers
-from stackrl.tasks import judge_prompt
+from stackrl.tasks import judge_prompt, judged_wrong_step
 from stackrl_rrpo.config import RrpoConfig
-from stackrl_rrpo.resets import first_wrong_line, judged_wrong_step
+from stackrl_rrpo.resets import first_wrong_line
 
 CHOOSERS = {"random": uniform_reset, "oracle": first_wrong_line}
 

@@ -1,5 +1,5 @@
-"""Reset points that need to read an attempt: the oracle's first wrong line of the built-in task, and the step a
-judge reply in the built-in task's format marks wrong (SRPO's self-localisation).
+"""A reset point that needs to read an attempt: the oracle's first wrong line of the built-in task. The step a judge
+reply marks wrong (SRPO's self-localisation) is the task's :func:`stackrl.tasks.judged_wrong_step`.
 
 A reset point is the index of the step a continuation starts from (see :func:`stackrl.blocks.roles.reset_prompt`); the
 random chooser is :func:`stackrl.blocks.roles.uniform_reset`.
@@ -11,7 +11,6 @@ import random
 import re
 
 from stackrl.rewards import answer_after_phrase
-from stackrl.tasks import VERDICT_PREFIX, parse_verdict
 
 _STEP = re.compile(r"^\s*(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
 _APPLY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -38,17 +37,3 @@ def first_wrong_line(steps: list[str], rng: random.Random | None = None) -> int 
             return index
         return None
     return None
-
-
-def judged_wrong_step(reply: str, steps: int) -> int | None:
-    """The step of an attempt of ``steps`` lines that a judge reply marks wrong, or ``None``.
-
-    A reply in the built-in task's judge format (``stackrl.tasks.judge_prompt``) redoes the attempt's lines one by
-    one up to the first wrong one, then gives its verdict: with the verdict "wrong", the last line redone is the
-    step it found wrong. A "correct" or missing verdict, or a count of lines the attempt does not have, gives none.
-    """
-    if parse_verdict(reply) is not False:
-        return None
-    redone = [line for line in reply.split(VERDICT_PREFIX.strip())[0].splitlines() if line.strip()]
-    index = len(redone) - 1
-    return index if 0 <= index < steps else None

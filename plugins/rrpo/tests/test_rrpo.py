@@ -14,7 +14,7 @@ from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import train_steps
 from stackrl.testing.repository import load_script
 from stackrl_rrpo import Rrpo, RrpoConfig, first_wrong_line
-from stackrl_rrpo.resets import judged_wrong_step
+from stackrl.tasks import judged_wrong_step
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py"
 
