@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackrl.blocks.turns import ANSWER, verdicts_right  # the kinds of a trajectory's segments
+from stackrl.blocks.turns import ANSWER, verdicts_right
 
 
 def segment_rewards(kinds: Sequence[str], outcomes: Sequence, shaping: float) -> list[float]:

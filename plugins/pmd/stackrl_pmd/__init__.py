@@ -2,7 +2,6 @@
 Self-Improving Language Models", arXiv 2607.01480)."""
 
 from stackrl_pmd.config import PmdConfig
-from stackrl_pmd.memory import SolutionMemory
 from stackrl_pmd.plugin import Pmd, memory_divergence
 
-__all__ = ["Pmd", "PmdConfig", "SolutionMemory", "memory_divergence"]
+__all__ = ["Pmd", "PmdConfig", "memory_divergence"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 
 from stackrl import Rollout, hookimpl
+from stackrl.blocks.memory import PromptMemory
 from stackrl.blocks.teacher import SelfTeacherPlugin, generalized_jsd, privileged, student_and_teacher
 from stackrl.errors import ConfigError
 from stackrl_pmd.config import MEMORY, PmdConfig
-from stackrl_pmd.memory import SolutionMemory
 
 
 def memory_divergence(scorer, rollout: Rollout, config: PmdConfig, *, grad: bool) -> torch.Tensor:
@@ -39,7 +39,7 @@ class Pmd(SelfTeacherPlugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.memory = SolutionMemory(latest=self.config.update == "latest")
+        self.memory = PromptMemory(latest=self.config.update == "latest")  # each prompt's verified solution
 
     def needs_rewards(self) -> dict[str, str]:
         return {"correct_reward": self.config.correct_reward}
@@ -57,7 +57,7 @@ class Pmd(SelfTeacherPlugin):
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
         rollout = ctx.rollout
-        remembered = self.memory.recall(rollout)
+        remembered = self.memory.recall(rollout.prompt_ids)
         if self.config.distill == "failed":
             remembered = [None if ok else text for text, ok in zip(remembered, self.passed(rollout, ctx.step))]
         rollout.columns[MEMORY] = remembered
@@ -69,7 +69,10 @@ class Pmd(SelfTeacherPlugin):
         # The rollout of this step updates the memory that later steps' teachers see: co-evolution.
         if ctx.rollout is None:
             return
-        ctx.log("changed", self.memory.remember(ctx.rollout, self.passed(ctx.rollout, ctx.step)))
+        rollout = ctx.rollout
+        changed = self.memory.remember(rollout.prompt_ids, rollout.completions, self.passed(rollout, ctx.step),
+                                       rollout.group_size)
+        ctx.log("changed", changed)
         ctx.log("memory_size", len(self.memory))
 
     @hookimpl
@@ -84,9 +87,8 @@ class Pmd(SelfTeacherPlugin):
 
     @hookimpl
     def state_dict(self):
-        # Lists of plain values, which a weights-only checkpoint load accepts (tuple keys it would not).
-        return {"solutions": [[list(key), text] for key, text in self.memory.solutions.items()]}
+        return {"solutions": self.memory.state_dict()}
 
     @hookimpl
     def load_state_dict(self, state):
-        self.memory.solutions = {tuple(key): text for key, text in state["solutions"]}
+        self.memory.load_state_dict(state["solutions"])

@@ -41,7 +41,7 @@ class StepStub:
 def test_memory_keeps_each_groups_first_verified_completion_and_only_verified_ones():
     plugin = make_plugin("pmd")
     plugin.post_step(StepStub(stub(["a wrong", "a right", "b wrong", "b wrong too"], [0.0, 1.0, 0.0, 0.0])))
-    assert plugin.memory.solutions == {(1,): "a right"}  # prompt b had no verified completion: no memory
+    assert plugin.memory.values == {(1,): "a right"}  # prompt b had no verified completion: no memory
 
 
 def test_latest_memory_follows_the_policy_and_first_stays_frozen():
@@ -51,13 +51,13 @@ def test_latest_memory_follows_the_policy_and_first_stays_frozen():
     for rollout in steps:
         for plugin in (latest, first):
             plugin.post_step(StepStub(rollout))
-    assert latest.memory.solutions == {(1,): "a four", (2,): "b one"}
-    assert first.memory.solutions == {(1,): "a one", (2,): "b one"}
+    assert latest.memory.values == {(1,): "a four", (2,): "b one"}
+    assert first.memory.values == {(1,): "a one", (2,): "b one"}
 
 
 def test_the_advantage_stage_gives_each_row_its_prompts_earlier_memory_and_leaves_advantages(tmp_path):
     plugin = make_plugin("pmd")
-    plugin.memory.solutions = {(1,): "a remembered"}
+    plugin.memory.values = {(1,): "a remembered"}
     rollout = stub(["a now right", "a wrong", "b right", "b wrong"], [1.0, 0.0, 1.0, 0.0])
     ctx = StepStub(rollout)
     ctx.training = True
@@ -65,7 +65,7 @@ def test_the_advantage_stage_gives_each_row_its_prompts_earlier_memory_and_leave
     # This step's own successes are not yet memory: b has none, a keeps the earlier one.
     assert rollout.columns[MEMORY] == ["a remembered", "a remembered", None, None]
     failed = make_plugin("pmd", distill="failed")
-    failed.memory.solutions = dict(plugin.memory.solutions)
+    failed.memory.values = dict(plugin.memory.values)
     failed.reshape_advantages(torch.ones(4), ctx)
     assert rollout.columns[MEMORY] == [None, "a remembered", None, None]
 
@@ -76,8 +76,8 @@ def test_memory_survives_a_checkpoint(tmp_path):
     torch.save(plugin.state_dict(), tmp_path / "state.pt")
     resumed = make_plugin("pmd")
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
-    assert resumed.memory.solutions == {(1,): "a right", (2,): "b right"}
-    assert resumed.memory.recall(stub(["x"] * 4, [0.0] * 4)) == ["a right", "a right", "b right", "b right"]
+    assert resumed.memory.values == {(1,): "a right", (2,): "b right"}
+    assert resumed.memory.recall(stub(["x"] * 4, [0.0] * 4).prompt_ids) == ["a right", "a right", "b right", "b right"]
 
 
 SAMPLING_TEMPERATURE = 1.5

@@ -18,7 +18,7 @@ def test_the_memory_of_verified_solutions_teaches_the_bare_question():
     # The memory co-evolves with the policy: each prompt's latest verified solution, and nothing unverified; the
     # policy verified prompts after the first step too, so a memory that stops being updated differs.
     assert visits.verified_by_step[-1] > visits.verified_by_step[0]
-    assert plugin.memory.solutions == visits.latest
+    assert plugin.memory.values == visits.latest
     # The teacher shown that memory pulls the bare-question student toward the correct solutions...
     assert after["solution_logp"] - before["solution_logp"] > RISE, (before, after)
     # ...without costing the accuracy it trains for (up to the sampling noise of 32 problems).

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import stackrl
 from stackrl.blocks.insertion import failed_groups, into_last_rows, reaches
+from stackrl.blocks.memory import PromptMemory
 from stackrl.blocks.roles import text_prompt
 from stackrl.blocks.tokensignals import STUDENT, TokenSignals
 from stackrl.plugin import training_only
 from stackrl.tasks import RETRY_TEMPLATE
 from stackrl_r3.ranking import ranking_rewards, structural_scores
-from stackrl_r3.reflection import FailureStore
 
 # The rollout column marking the rows whose completion is a replayed success.
 REPLAYED = "r3_replayed"
@@ -58,27 +58,6 @@ class R3Config:
             raise stackrl.ConfigError(f"r3.reflect_template: must contain {' and '.join(missing)}")
 
 
-class SuccessBuffer:
-    """Per prompt (by its tokens), one successful completion's tokens from an earlier step."""
-
-    def __init__(self, latest: bool = True):
-        self.latest = latest
-        self.successes: dict[tuple[int, ...], list[int]] = {}
-
-    def store(self, samples: list, correct: list[bool], group_size: int) -> None:
-        """Keep each group's first correct sample as its prompt's success."""
-        for start in range(0, len(samples), group_size):
-            row = next((i for i in range(start, start + group_size) if correct[i]), None)
-            key = None if row is None else tuple(samples[row].prompt_ids)
-            if row is not None and (self.latest or key not in self.successes):
-                self.successes[key] = list(samples[row].completion_ids)
-
-    def replacements(self, samples: list, groups: list[int], group_size: int) -> dict[int, list[int]]:
-        """The stored success of each of ``groups``' prompt, for the groups whose prompt has one."""
-        found = {g: self.successes.get(tuple(samples[g * group_size].prompt_ids)) for g in groups}
-        return {g: ids for g, ids in found.items() if ids is not None}
-
-
 class R3(stackrl.Plugin):
     """Cross-context replay: a group whose every sample misses the answer gets, in its last row, the latest success
     of the same prompt from an earlier step, so GRPO has an advantage to learn from; with ``reflect``, a group whose
@@ -90,8 +69,8 @@ class R3(stackrl.Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.buffer = SuccessBuffer(latest=self.config.keep == "latest")
-        self.failures = FailureStore()
+        self.buffer = PromptMemory(latest=self.config.keep == "latest")  # each prompt's success, its token ids
+        self.failures = PromptMemory()  # each prompt's latest failure, its text
 
     def check_run(self, run):
         run.need_column("r3.answer_column", self.config.answer_column, "replay decides success by it")
@@ -110,15 +89,17 @@ class R3(stackrl.Plugin):
         correct = [a is not None and reaches(s.text, a) for s, a in zip(samples, answers)]
         # A group without an answer cannot fail: it is left as sampled.
         failed = [g for g in failed_groups(correct, size) if answers[g * size] is not None]
-        replayed = self.buffer.replacements(samples, failed, size)
+        replayed = stored(self.buffer, samples, failed, size)
         shown = self.reflections(prompts, samples, answers, [g for g in failed if g not in replayed], ctx)
         # This step's samples are stored after the choices, so a group is never replayed its own success nor shown
         # its own failure.
-        self.buffer.store(samples, correct, size)
-        self.failures.store(samples, correct, [a is not None for a in answers], size)
+        prompt_ids = [s.prompt_ids for s in samples]
+        self.buffer.remember(prompt_ids, [list(s.completion_ids) for s in samples], correct, size)
+        self.failures.remember(prompt_ids, [s.text for s in samples],
+                               [a is not None and not c for a, c in zip(answers, correct)], size)
         groups = len(samples) // size
         ctx.log("failed_groups", len(failed) / max(1, groups))
-        ctx.log("buffer", len(self.buffer.successes))
+        ctx.log("buffer", len(self.buffer))
         ctx.acted(len(replayed) + len(shown), of=groups,
                   hint="no all-fail group's prompt had a success (or, with r3.reflect, a failure) stored from an "
                        "earlier step")
@@ -139,7 +120,7 @@ class R3(stackrl.Plugin):
         if not self.config.reflect:
             return {}
         size = ctx.group_size
-        shown = self.failures.shown(samples, groups, size)
+        shown = stored(self.failures, samples, groups, size)
         asked = list(shown)
         replies = ctx.generate([
             self.config.reflect_template.format(prompt=text_prompt(prompts[g * size], role="r3 reflection"),
@@ -170,11 +151,15 @@ class R3(stackrl.Plugin):
 
     @stackrl.hookimpl
     def state_dict(self):
-        # Lists of plain values, which a weights-only checkpoint load accepts (tuple keys it would not).
-        return {"successes": [[list(key), ids] for key, ids in self.buffer.successes.items()],
-                "failures": [[list(key), text] for key, text in self.failures.failures.items()]}
+        return {"successes": self.buffer.state_dict(), "failures": self.failures.state_dict()}
 
     @stackrl.hookimpl
     def load_state_dict(self, state):
-        self.buffer.successes = {tuple(key): list(ids) for key, ids in state["successes"]}
-        self.failures.failures = {tuple(key): text for key, text in state["failures"]}
+        self.buffer.load_state_dict(state["successes"])
+        self.failures.load_state_dict(state["failures"])
+
+
+def stored(memory: PromptMemory, samples: list, groups: list[int], group_size: int) -> dict:
+    """The value ``memory`` holds for each of ``groups``' prompt, for the groups whose prompt has one."""
+    found = dict(zip(groups, memory.recall([samples[g * group_size].prompt_ids for g in groups])))
+    return {g: value for g, value in found.items() if value is not None}

@@ -61,8 +61,8 @@ def test_latest_keeps_the_newest_success_and_first_the_first():
     for plugin in (latest, first):
         plugin.generate_rollout(["p"] * 2, SampleStub([RIGHT, WRONG], ["5", "5"]))
         plugin.generate_rollout(["p"] * 2, SampleStub([WRONG, RIGHT], ["5", "5"]))
-    assert latest.buffer.successes == {(0,): [101]}
-    assert first.buffer.successes == {(0,): [100]}
+    assert latest.buffer.values == {(0,): [101]}
+    assert first.buffer.values == {(0,): [100]}
 
 
 def test_a_group_without_an_answer_is_left_as_sampled():
@@ -78,7 +78,7 @@ def test_the_buffer_survives_a_checkpoint(tmp_path):
     torch.save(plugin.state_dict(), tmp_path / "state.pt")
     resumed = make_plugin("r3")
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
-    assert resumed.buffer.successes == {(0,): [101], (1,): [102]}
+    assert resumed.buffer.values == {(0,): [101], (1,): [102]}
 
 
 def test_the_structural_score_is_the_top_entropies_mean_less_the_weighted_overall_mean():
@@ -167,7 +167,7 @@ def test_the_failures_survive_a_checkpoint(tmp_path):
     torch.save(plugin.state_dict(), tmp_path / "state.pt")
     resumed = make_plugin("r3", reflect=True)
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
-    assert resumed.failures.failures == {(0,): WRONG}
+    assert resumed.failures.values == {(0,): WRONG}
 
 
 def test_a_chat_run_with_reflection_is_refused(make_config):
