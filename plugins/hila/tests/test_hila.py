@@ -174,7 +174,8 @@ def test_only_the_deferred_rows_problems_are_learned_from(tokenizer):
     nothing = make_plugin("hila", every=1)
     kept = written_rollout(tokenizer, ["(4 * 2) + 3"] * 2, [KEEP, MUMBLE])
     kept.columns[ATTEMPT_COLUMN] = [WRONG, WRONG]
-    assert _post_step(nothing, tokenizer, kept, step=1) == ([], {"hila/new_pairs": 0.0, "hila/pairs": 0.0})
+    assert _post_step(nothing, tokenizer, kept, step=1) == ([], {"hila/new_pairs": 0.0, "hila/pairs": 0.0,
+                                                              "warnings/hila/nothing_deferred": 1.0})
 
 
 def test_the_pairs_survive_a_checkpoint(tokenizer):
