@@ -27,7 +27,8 @@ def heldout_attempts(size: int) -> list[tuple[str, str, str]]:
 
     config = recipe_config(RECIPE, plugins=True, seed=0, steps=1, output_dir="unused")
     path = resolve_model_path(config.host.model.name_or_path)
-    return sampled_attempts(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), config, size)
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    return sampled_attempts(model, tokenizer, config, size)
 
 
 def decisions(model, tokenizer, attempts, *, samples: int, seed: int, max_new_tokens: int = 128) -> dict[str, float]:

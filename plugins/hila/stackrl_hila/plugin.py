@@ -40,7 +40,8 @@ class Hila(stackrl.Plugin):
         if run.chat:
             raise stackrl.ConfigError("hila.decision_template: the decision prompt extends the question's text; "
                                       "set data.chat: false")
-        return [run.past_end("hila.every", self.config.every, "the first supervised phase on the expert's solutions comes")]
+        return [run.past_end("hila.every", self.config.every,
+                             "the first supervised phase on the expert's solutions comes")]
 
     @stackrl.hookimpl
     @training_only
@@ -49,7 +50,8 @@ class Hila(stackrl.Plugin):
         questions = [text_prompt(p, role="hila decision") for p in prompts]
         attempts = ctx.generate(questions, **_length(config.max_attempt_tokens))
         columns = {k: v for k, v in ctx.rollout_columns.items() if k not in ("prompt", "attempt")}
-        decision_prompts = [config.decision_template.format(prompt=q, attempt=a.text, **{k: v[i] for k, v in columns.items()})
+        decision_prompts = [config.decision_template.format(prompt=q, attempt=a.text,
+                                                            **{k: v[i] for k, v in columns.items()})
                             for i, (q, a) in enumerate(zip(questions, attempts))]
         decisions = ctx.generate(decision_prompts, **_length(config.max_decision_tokens))
         return stackrl.Samples(

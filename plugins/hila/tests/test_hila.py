@@ -186,3 +186,23 @@ def test_the_pairs_survive_a_checkpoint(tokenizer):
     restored = make_plugin("hila", every=5)
     restored.load_state_dict(state)
     assert restored.buffer == plugin.buffer and len(plugin.buffer) == 2
+
+
+def test_a_resumed_run_carries_on_with_the_pairs_it_saved(make_config, tmp_path):
+    """The tiny random model fails every problem, so with ``deferred_and_failed`` each step adds pairs and no phase
+    comes before step 5: the run resumed from step 1 saves at step 2 the pairs of step 1 followed by its own."""
+    from pathlib import Path
+
+    from stackrl.testing.fixtures import train_steps
+
+    def run(folder, steps, resume=None):
+        config = make_config(["hila"], output_dir=str(folder), hila={"every": 5, "learn_from": "deferred_and_failed"},
+                             trainer={"save_strategy": "steps", "save_steps": 1, "max_steps": 2})
+        train_steps(config, steps=steps, resume=resume)
+        return lambda step: torch.load(Path(folder) / f"checkpoint-{step}" / "stackrl_plugins.pt",
+                                       weights_only=True)["hila"]["buffer"]
+
+    first = run(tmp_path / "first", 1)(1)
+    assert first  # step 1 collected pairs
+    resumed = run(tmp_path / "resumed", 2, resume=str(tmp_path / "first" / "checkpoint-1"))(2)
+    assert resumed[: len(first)] == first and len(resumed) > len(first)
