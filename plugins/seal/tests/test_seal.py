@@ -19,7 +19,6 @@ from stackrl_seal.rewards import kept_edits, self_edit_rewards
 
 class TestConformance(PluginConformance):
     plugin_name = "seal"
-    plugin_settings = {"seal": {"evaluation": "likelihood"}}  # the greedy answers cost more; tested on their own below
     refused_settings = [
         ({"learning_rate": 0.0}, "must be positive"),
         ({"steps": 0}, "must be at least 1"),
