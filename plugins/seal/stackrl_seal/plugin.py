@@ -56,6 +56,8 @@ class Seal(stackrl.Plugin):
         """The downstream score of ``model`` (the live policy or the updated copy) on each question: 1.0 or 0.0 for
         its greedy answer, or the mean log-prob of the reference text after the question."""
         config = self.config
+        if not questions:
+            return []
         if config.evaluation == "accuracy":
             length = {} if config.max_new_tokens is None else {"max_new_tokens": config.max_new_tokens}
             answers = ctx.generate(questions, model=model, do_sample=False, **length)

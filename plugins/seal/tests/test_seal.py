@@ -2,18 +2,22 @@
 score less the live policy's. The rules on hand-built numbers, then on the built-in model against the same update
 written out by hand."""
 
+import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from stackrl.cli import main
+from stackrl.plots import METRICS_FILE
 from stackrl.context import RewardContext
 from stackrl.rewards import exact_match
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.fixtures import make_plugin, train_steps
 from stackrl.testing.heldout import WRITTEN_PROBLEMS, WRITTEN_SLIPS, right_and_wrong_rollout, written_rollout
+from stackrl_seal import Seal
 from stackrl_seal.rewards import kept_edits, self_edit_rewards
 
 
@@ -149,3 +153,17 @@ def test_a_column_the_data_lacks_is_refused(tmp_path, capsys, settings, key):
 def test_a_rest_em_phase_after_the_last_step_is_noted(tmp_path, capsys):
     code, out = _validate(tmp_path, {"rest_em_every": 50}, capsys)
     assert code == 0 and "seal.rest_em_every: the ReST-EM phase acts from step 50" in out, out
+
+
+def test_a_rest_em_run_fine_tunes_on_the_kept_self_edits_between_steps(make_config, monkeypatch):
+    """Two steps with a phase after each, every self-edit made to help (the copy scores 1, the policy 0): each phase
+    fine-tunes on the `keep_per_prompt` self-edits of every group of its step, and the buffer is empty after it."""
+    monkeypatch.setattr(Seal, "downstream", lambda self, ctx, model, questions, references: [
+        float(model != "policy")] * len(questions))
+    config = make_config(["seal"], seal={"rest_em_every": 1, "keep_per_prompt": 2})
+    trainer = train_steps(config, steps=2)
+    records = map(json.loads, (Path(trainer.args.output_dir) / METRICS_FILE).read_text().splitlines())
+    phases = [(r["step"], r["phase/seal/pairs"]) for r in records if "phase/seal/pairs" in r]
+    kept = 2 * trainer.args.per_device_train_batch_size // trainer.args.num_generations  # two a group
+    assert phases == [(1, kept), (2, kept)], phases
+    assert trainer.plugins.plugins["seal"].kept_prompts == []
