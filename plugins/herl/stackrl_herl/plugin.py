@@ -122,8 +122,13 @@ class Herl(stackrl.Plugin):
     @stackrl.hookimpl
     def reshape_advantages(self, advantages, ctx):
         guided = ctx.rollout.columns.get(GUIDED)
+        if guided is None:
+            if ctx.training:  # another plugin generated the rollout (exclusive.generate_rollout): nothing guided
+                ctx.acted(0, of=len(ctx.rollout) // ctx.rollout.group_size,
+                          hint="another plugin generates the rollout (exclusive.generate_rollout)")
+            return None
         weight = guided_weight(self.config.gamma)
-        if guided is None or not any(guided) or weight == 1.0:
+        if not any(guided) or weight == 1.0:
             return None
         scale = advantages.new_tensor([weight if g else 1.0 for g in guided])
         return advantages * (scale if advantages.dim() == 1 else scale[:, None])

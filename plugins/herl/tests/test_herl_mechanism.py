@@ -20,6 +20,9 @@ ALPHA, WEIGHT = 0.05, 0.25  # the CPU recipe's alpha, and gamma / (1 + gamma)^2 
 def test_guidance_by_the_unmet_rubric_raises_regenerations_and_the_bonus_ranks_responses_by_it():
     figures, seen = load_script(BENCHMARK).run(seed=0, steps=3, controls=True, eval_size=0)
     assert len(seen.regenerated) >= 20 and seen.guided, "too few groups failed: the test is void"
+    # the check's unmet items are what lifts the regeneration: far above a fresh sample and a bare retry
+    assert figures["guided_right"] >= figures["resample_right"] + 0.2, figures
+    assert figures["guided_right"] >= figures["retry_right"] + 0.2, figures
     for record in seen.regenerated:
         # only groups without a right sample are regenerated, each response after its own per-line check
         assert not record["group_had_a_right_sample"], record
@@ -41,10 +44,8 @@ def test_guidance_by_the_unmet_rubric_raises_regenerations_and_the_bonus_ranks_r
     assert ranked, "no group held both kinds of response: the ranking was not tested"
     for row in seen.guided:
         # trained on the guidance: the question, a failed response of its group and that response's check
+        assert row["trained_on"].startswith(row["question"]) and "\nCheck:\n" in row["trained_on"], row
         attempt = row["trained_on"][len(row["question"]) :].split("\nCheck:\n")[0]
         assert row["trained_on"] == checked_retry_prompt(row["question"], attempt, judge_reply(attempt)), row
         assert not exact_match(attempt, row["answer"])
         assert row["advantage"] == pytest.approx(WEIGHT * row["advantage_before"], abs=1e-6), row
-    # the check's unmet items are what lifts the regeneration: far above a fresh sample and a bare retry
-    assert figures["guided_right"] >= figures["resample_right"] + 0.2, figures
-    assert figures["guided_right"] >= figures["retry_right"] + 0.2, figures
