@@ -43,28 +43,27 @@ class Herl(stackrl.Plugin):
     def score(self, text: str, answer) -> float:
         return float(self.config.is_correct(text, answer))
 
-    def regenerated(self, prompts, samples, answers, ctx) -> dict[int, list[tuple[int, str, object]]]:
-        """Per group that fell short: ``[(row, check, guided Generation), ...]`` for its candidates, regenerated in
-        one ``ctx.generate`` call."""
+    def regenerated(self, prompts, samples, scores, ctx) -> dict[int, list[tuple[int, str, object]]]:
+        """Per group that fell short (``scores``: each sample's, ``None`` without an answer): ``[(row, check,
+        guided Generation), ...]`` for its candidates, regenerated in one ``ctx.generate`` call."""
         size = ctx.group_size
         jobs = []  # (group, row, check, guidance prompt)
+        unchecked = 0
         for group in range(len(samples) // size):
-            answer = answers[group * size]
-            if answer is None:  # nothing to fall short of
-                continue
             rows = range(group * size, (group + 1) * size)
-            scores = [self.score(samples[i].text, answer) for i in rows]
-            best = max(scores)
+            if scores[rows[0]] is None:  # no answer: nothing to fall short of
+                continue
+            best = max(scores[i] for i in rows)
             if best >= 1.0:
                 continue
-            checked = [(i, check_of(samples[i].text, self.config.rubric)) for i, s in zip(rows, scores) if s == best]
-            unchecked = sum(check is None for _, check in checked)
-            if unchecked:
-                ctx.warn("unchecked_responses", unchecked)
+            checked = [(i, check_of(samples[i].text, self.config.rubric)) for i in rows if scores[i] == best]
+            unchecked += sum(check is None for _, check in checked)
             checked = sorted([(i, c) for i, c in checked if c is not None], key=lambda pair: -met_items(pair[1]))
             question = text_prompt(prompts[group * size], role="herl guidance")
             jobs += [(group, i, check, guidance(question, samples[i].text, check, self.config.guidance_template))
                      for i, check in checked[: self.config.candidates]]
+        if unchecked:
+            ctx.warn("unchecked_responses", unchecked)
         replies = ctx.generate([job[3] for job in jobs], temperature=self.config.temperature)
         out: dict[int, list] = {}
         for (group, row, check, _), reply in zip(jobs, replies):
@@ -83,26 +82,27 @@ class Herl(stackrl.Plugin):
         guided, checks, replies = [False] * len(samples), [None] * len(samples), [None] * len(samples)
         # A row without an answer is not scored; the others earn 0 unless their response was regenerated.
         bonuses = [None if answer is None else 0.0 for answer in answers]
-        regenerated = self.regenerated(prompts, samples, answers, ctx)
+        scores = [None if answer is None else self.score(s.text, answer) for s, answer in zip(samples, answers)]
+        regenerated = self.regenerated(prompts, samples, scores, ctx)
         right = []
         for group, jobs in regenerated.items():
             answer = answers[group * size]
-            scores = [self.score(reply.text, answer) for _, _, reply in jobs]
-            right += scores
-            for (row, check, reply), score in zip(jobs, scores):
+            guided_scores = [self.score(reply.text, answer) for _, _, reply in jobs]
+            right += guided_scores
+            for (row, check, reply), score in zip(jobs, guided_scores):
                 checks[row], replies[row] = check, reply.text
-                bonuses[row] = improvement_bonus(self.score(samples[row].text, answer), score, self.config.alpha)
-            best = max(self.score(s.text, answer) for s in samples[group * size : (group + 1) * size])
+                bonuses[row] = improvement_bonus(scores[row], score, self.config.alpha)
+            best = max(scores[group * size : (group + 1) * size])
             # The chosen regenerations take the group's last rows; a row taken loses its own bonus, as in the
             # authors' trainer, where the row replaced (drawn at random there) keeps none of its reward.
-            for slot, k in enumerate(chosen(scores, best, self.config.replace)):
+            for slot, k in enumerate(chosen(guided_scores, best, self.config.replace)):
                 row = (group + 1) * size - 1 - slot
                 reply = jobs[k][2]
                 completion_ids[row] = list(reply.completion_ids)
                 if self.config.train_on == "guided":
                     prompt_ids[row] = list(reply.prompt_ids)
                 guided[row], checks[row], replies[row], bonuses[row] = True, None, None, 0.0
-        ctx.log("failed_groups", len(regenerated) / max(1, groups))
+        ctx.log("guided_groups", len(regenerated) / max(1, groups))
         if right:
             ctx.log("guided_right", sum(right) / len(right))
         ctx.log("guided_rows", sum(guided) / len(samples))

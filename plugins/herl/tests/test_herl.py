@@ -124,12 +124,13 @@ class ScriptedContext:
         self.acts.append((n, of))
 
 
-def scripted_rollout(**settings):
+def scripted_rollout(answers=("14", "18"), **settings):
     group1 = [SLIP_FIRST, SLIP_ANSWER, "3 + 4 = 7\n7 * 2 =", "3 + 5 = 8\n8 * 2 = 16\nThe answer is 16."]
     group2 = ["5 + 1 = 6\n6 * 3 = 18\nThe answer is 18."] * 2 + ["5 + 1 = 7\n7 * 3 = 21\nThe answer is 21."] * 2
     replies = {GUIDED_PROMPT(SLIP_FIRST): RIGHT, GUIDED_PROMPT(SLIP_ANSWER): SLIP_ANSWER,
                GUIDED_PROMPT(group1[3]): "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14."}
     ctx = ScriptedContext(group1 + group2, replies)
+    ctx.rollout_columns = {"answer": [answers[0]] * 4 + [answers[1]] * 4}
     plugin = make_plugin("herl", **settings)
     return plugin, ctx, plugin.generate_rollout([Q1] * 4 + [Q2] * 4, ctx)
 
@@ -149,7 +150,7 @@ def test_a_failed_groups_responses_are_regenerated_from_their_checks_most_met_fi
     assert ctx.warned == {"unchecked_responses": 1} and ctx.acts == [(1, 2)]
     assert out.columns[CHECK][:3] == [judge_reply(SLIP_FIRST), judge_reply(SLIP_ANSWER), None]
     assert out.columns[GUIDED_REPLY][:3] == [RIGHT, SLIP_ANSWER, None]
-    assert ctx.logged["guided_right"] == pytest.approx(2 / 3) and ctx.logged["failed_groups"] == 0.5
+    assert ctx.logged["guided_right"] == pytest.approx(2 / 3) and ctx.logged["guided_groups"] == 0.5
 
 
 def test_the_bonus_goes_to_the_responses_whose_guided_regeneration_improved_on_them():
@@ -175,6 +176,12 @@ def test_train_on_question_keeps_the_groups_prompt_and_replace_zero_keeps_the_sa
     _, _, out = scripted_rollout(replace=0)
     assert not any(out.columns[GUIDED])
     assert out.columns[BONUS][:4] == [pytest.approx(0.05), 0.0, 0.0, pytest.approx(0.05)]
+
+
+def test_a_group_without_an_answer_is_neither_regenerated_nor_scored():
+    _, ctx, out = scripted_rollout(answers=(None, "18"))
+    assert ctx.calls[1][0] == [] and ctx.acts == [(0, 2)]
+    assert out.columns[BONUS] == [None] * 4 + [0.0] * 4 and not any(out.columns[GUIDED])
 
 
 def test_candidates_caps_the_regenerations_of_a_group():
