@@ -224,7 +224,7 @@ def test_on_the_built_in_model_guided_rows_are_trained_on_their_guidance_with_th
         ["herl"],
         model={"name_or_path": "stackrl/arith-skills"},
         data={"options": {"categories": ["2 steps, 2-digit"]}},
-        trainer={"per_device_train_batch_size": 16, "max_completion_length": 48},
+        trainer={"per_device_train_batch_size": 8, "max_completion_length": 48},
     )
     trainer = train_steps(config, steps=1)
     rollout, decode = trainer._rollouts["train"], trainer.processing_class.decode
