@@ -67,9 +67,9 @@ def test_failed_first_attempts_get_the_critics_feedback_and_a_second_attempt(mak
     config = make_config(
         ["rltf"],
         model={"name_or_path": "stackrl/arith-skills"},
-        data={"options": {"categories": ["2 steps, 1-digit", "3 steps, 1-digit"]}},
+        data={"options": {"categories": ["3 steps, 1-digit", "4 steps, 1-digit"]}},
         rltf={"variant": "both"},
-        trainer={"per_device_train_batch_size": 16, "max_completion_length": 48},
+        trainer={"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 48},
     )
     trainer = train_steps(config, steps=1)
     rollout, decode = trainer._rollouts["train"], trainer.processing_class.decode
