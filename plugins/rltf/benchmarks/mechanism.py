@@ -16,7 +16,7 @@ for every method at a seed. Before and after each run we measure, with the model
 
 Methods: ``both`` (the recipe), ``sd`` and ``fm`` (one term), ``grpo`` (the recipe without its plugin).
 
-    OMP_NUM_THREADS=1 .venv/bin/python plugins/rltf/benchmarks/mechanism.py --seeds 0 1 2 --steps 24
+    OMP_NUM_THREADS=1 .venv/bin/python plugins/rltf/benchmarks/mechanism.py --seeds 0 1 2 --steps 12
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def run(seed: int, steps: int, method: str = "both", overrides=(), *, attempts: 
 def main() -> None:
     from stackrl.testing.benchmark import arguments, changes, compare
 
-    parser = arguments(__doc__.split("\n\n")[0], steps=24, eval_size=64, methods=("both", "sd", "fm", "grpo"))
+    parser = arguments(__doc__.split("\n\n")[0], steps=12, eval_size=64, methods=("both", "sd", "fm", "grpo"))
     parser.add_argument("--attempts", type=int, default=4, help="sampled first attempts a problem, for the probes")
     args = parser.parse_args()
 
