@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stackrl import ConfigError
+from stackrl.blocks.supervised import SupervisedSettings
 from stackrl.rewards import OutcomeSettings
 from stackrl.tasks import JUDGE_TEMPLATE
 
@@ -14,7 +15,7 @@ LEARN_FROM = ("deferred", "deferred_and_failed")
 
 
 @dataclass
-class HilaConfig(OutcomeSettings):
+class HilaConfig(OutcomeSettings, SupervisedSettings):
     section: ClassVar[str] = "hila"  # its metric tells a right attempt and a right expert solution
     # The cost-aware reward: a kept attempt scores its correctness (1 or 0); a deferred one scores the expert's
     # correctness minus `cost` (the authors' lambda_defer, 0.3). Between 0 and 1 it orders a right solve above a
@@ -32,12 +33,9 @@ class HilaConfig(OutcomeSettings):
     # The outer loop: which problems' expert solutions the supervised phase trains on: "deferred" (the paper: the
     # expert is asked only there), or "deferred_and_failed" (also the problems whose kept attempt was wrong).
     learn_from: str = "deferred"
-    # Every this many RL steps the policy is fine-tuned on the (question, expert solution) pairs collected since
-    # the last phase; RL then resumes with a fresh optimizer and schedule.
-    every: int = 10
-    sft_learning_rate: float = 1.0e-4
+    # every, sft_*: every this many RL steps the policy is fine-tuned on the (question, expert solution) pairs
+    # collected since the last phase; RL then resumes with a fresh optimizer and schedule.
     sft_epochs: int = 3
-    sft_batch_size: int | None = None  # pairs per optimizer step on each process; null: per_device_train_batch_size
 
     def check(self):
         if not 0.0 <= self.cost <= 1.0:
@@ -47,10 +45,7 @@ class HilaConfig(OutcomeSettings):
             raise ConfigError(f"hila.learn_from: must be one of {', '.join(LEARN_FROM)}, not {self.learn_from!r}")
         if "{attempt}" not in self.decision_template:
             raise ConfigError("hila.decision_template: must show the policy's attempt as {attempt}")
-        for key in ("max_attempt_tokens", "max_decision_tokens", "every", "sft_epochs"):
+        for key in ("max_attempt_tokens", "max_decision_tokens"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise ConfigError(f"hila.{key}: must be at least 1, not {getattr(self, key)}")
-        if not self.sft_learning_rate > 0:
-            raise ConfigError(f"hila.sft_learning_rate: must be positive, not {self.sft_learning_rate}")
-        if self.sft_batch_size is not None and self.sft_batch_size < 1:
-            raise ConfigError(f"hila.sft_batch_size: must be at least 1 or null, not {self.sft_batch_size}")
+        self.check_supervised("hila")

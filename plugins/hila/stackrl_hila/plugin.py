@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import stackrl
 from stackrl.blocks.roles import text_prompt
+from stackrl.blocks.supervised import SupervisedPairs
 from stackrl.plugin import training_only
 from stackrl.rewards import ROLE_COLUMN, VERIFY, reference_answers
 from stackrl.tasks import parse_verdict
@@ -32,7 +33,8 @@ class Hila(stackrl.Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.buffer: list[tuple[str, list[int]]] = []  # (question, expert solution ids + eos) since the last phase
+        # (question, expert solution ids + eos) since the last phase, the expert asked once per question
+        self.buffer = SupervisedPairs(PHASE, once_per_context=True)
 
     def check_run(self, run):
         run.need_column("hila.solution_column", self.config.solution_column, "the expert's solutions")
@@ -98,17 +100,7 @@ class Hila(stackrl.Plugin):
     @stackrl.hookimpl
     def post_step(self, ctx):
         self._collect(ctx)
-        if ctx.step % self.config.every:
-            return
-        ctx.log("pairs", len(self.buffer))
-        if not self.buffer:
-            ctx.warn("nothing_deferred")
-            return
-        config = self.config
-        ctx.supervised_phase(PHASE, [q for q, _ in self.buffer], [t for _, t in self.buffer],
-                             learning_rate=config.sft_learning_rate, epochs=config.sft_epochs,
-                             batch_size=config.sft_batch_size)
-        self.buffer = []
+        self.buffer.phase_due(ctx, self.config, nothing="nothing_deferred")
 
     def _collect(self, ctx) -> None:
         """Pair each problem the rollout deferred (or failed, by ``learn_from``) with the expert's solution, once."""
@@ -116,27 +108,24 @@ class Hila(stackrl.Plugin):
         if rollout is None or ATTEMPT_COLUMN not in rollout.columns:
             return
         solutions = rollout.columns[self.config.solution_column]
-        seen = {q for q, _ in self.buffer}
         eos = [] if ctx.tokenizer.eos_token_id is None else [ctx.tokenizer.eos_token_id]
         added = 0
         for i, judged in enumerate(self._judged(rollout)):
-            question = rollout.prompts[i]
-            if judged is None or solutions[i] is None or question in seen:
+            if judged is None or solutions[i] is None:
                 continue
             defers, attempt_right, _ = judged
             if learns_from(defers, attempt_right, self.config.learn_from):
-                seen.add(question)
-                self.buffer.append((question, ctx.tokenizer(solutions[i], add_special_tokens=False)["input_ids"] + eos))
-                added += 1
+                target = ctx.tokenizer(solutions[i], add_special_tokens=False)["input_ids"] + eos
+                added += self.buffer.add(rollout.prompts[i], target)
         ctx.log("new_pairs", added)
 
     @stackrl.hookimpl
     def state_dict(self):
-        return {"buffer": [[q, list(t)] for q, t in self.buffer]}
+        return self.buffer.state_dict()
 
     @stackrl.hookimpl
     def load_state_dict(self, state):
-        self.buffer = [(q, list(t)) for q, t in state["buffer"]]
+        self.buffer.load_state_dict(state)
 
 
 def _length(tokens: int | None) -> dict:

@@ -157,7 +157,7 @@ def test_the_phase_trains_on_exactly_the_deferred_problems_expert_solutions(toke
     assert phases == [(PHASE, ["What is (4 * 2) + 3?\n", "What is (3 + 5) - 2?\n"],
                        [encode(RIGHT), encode(WRITTEN_PROBLEMS["(3 + 5) - 2"])],
                        {"learning_rate": 0.01, "epochs": 3, "batch_size": 5})]
-    assert logged == {"hila/new_pairs": 0.0, "hila/pairs": 2.0} and plugin.buffer == []
+    assert logged == {"hila/new_pairs": 0.0, "hila/pairs": 2.0} and plugin.buffer.pairs == []
 
 
 def test_only_the_deferred_rows_problems_are_learned_from(tokenizer):
@@ -185,7 +185,7 @@ def test_the_pairs_survive_a_checkpoint(tokenizer):
     torch.save(state, "/dev/null")  # plain values
     restored = make_plugin("hila", every=5)
     restored.load_state_dict(state)
-    assert restored.buffer == plugin.buffer and len(plugin.buffer) == 2
+    assert restored.buffer.pairs == plugin.buffer.pairs and len(plugin.buffer) == 2
 
 
 def test_a_resumed_run_carries_on_with_the_pairs_it_saved(make_config, tmp_path):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stackrl import ConfigError
+from stackrl.blocks.supervised import SupervisedSettings
 from stackrl.rewards import OutcomeSettings
 from stackrl.tasks import JUDGE_TEMPLATE
 
@@ -15,7 +16,7 @@ REPLY_FORMATS = ("check", "tagged")
 
 
 @dataclass
-class IntrlConfig(OutcomeSettings):
+class IntrlConfig(OutcomeSettings, SupervisedSettings):
     section: ClassVar[str] = "intrl"  # its metric tells a failed rollout, and a continuation that reaches the answer
     # Who proposes the intervention for a failed rollout: "policy", the policy itself in a prompt built from
     # proposal_template (the paper); "reference", a rule standing for a perfect proposer shown the reference
@@ -39,12 +40,8 @@ class IntrlConfig(OutcomeSettings):
     # The lengths of a proposal and of a continuation.
     max_proposal_tokens: int = 128
     max_continuation_tokens: int = 64
-    # Every this many RL steps, the policy is fine-tuned on the SFT pairs collected since the last phase (question,
-    # prefix up to the error + intervention); RL then resumes with a fresh optimizer and schedule.
-    every: int = 10
-    sft_learning_rate: float = 1.0e-4
-    sft_epochs: int = 2
-    sft_batch_size: int | None = None  # pairs per optimizer step on each process; null: per_device_train_batch_size
+    # every, sft_*: every this many RL steps, the policy is fine-tuned on the SFT pairs collected since the last
+    # phase (question, prefix up to the error + intervention); RL then resumes with a fresh optimizer and schedule.
 
     def check(self):
         if self.proposer not in PROPOSERS:
@@ -55,12 +52,9 @@ class IntrlConfig(OutcomeSettings):
             raise ConfigError("intrl.proposal_template: must show the failed rollout as {attempt}")
         if not self.step_separator:
             raise ConfigError("intrl.step_separator: must not be empty")
-        for key in ("max_proposal_tokens", "max_continuation_tokens", "every", "sft_epochs"):
+        for key in ("max_proposal_tokens", "max_continuation_tokens"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"intrl.{key}: must be at least 1, not {getattr(self, key)}")
         if self.continuations < 0:
             raise ConfigError(f"intrl.continuations: must be 0 or more, not {self.continuations}")
-        if not self.sft_learning_rate > 0:
-            raise ConfigError(f"intrl.sft_learning_rate: must be positive, not {self.sft_learning_rate}")
-        if self.sft_batch_size is not None and self.sft_batch_size < 1:
-            raise ConfigError(f"intrl.sft_batch_size: must be at least 1 or null, not {self.sft_batch_size}")
+        self.check_supervised("intrl")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import stackrl
 from stackrl.blocks.roles import text_prompt
+from stackrl.blocks.supervised import SupervisedPairs
 from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES, reference_answers
 from stackrl_intrl.config import IntrlConfig
 from stackrl_intrl.interventions import READERS, from_reference, steps_of, target
@@ -27,7 +28,7 @@ class Intrl(stackrl.Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.buffer: list[tuple[list[int], list[int]]] = []  # (prompt ids, prefix + intervention ids) since the last phase
+        self.buffer = SupervisedPairs(PHASE)  # (prompt ids, prefix + intervention ids) since the last phase
 
     def check_run(self, run):
         if self.config.proposer == "reference":
@@ -42,16 +43,7 @@ class Intrl(stackrl.Plugin):
     @stackrl.hookimpl
     def post_step(self, ctx):
         self._collect(ctx)
-        if ctx.step % self.config.every:
-            return
-        ctx.log("pairs", len(self.buffer))
-        if not self.buffer:
-            ctx.warn("no_interventions")
-            return
-        ctx.supervised_phase(PHASE, [p for p, _ in self.buffer], [t for _, t in self.buffer],
-                             learning_rate=self.config.sft_learning_rate, epochs=self.config.sft_epochs,
-                             batch_size=self.config.sft_batch_size)
-        self.buffer = []
+        self.buffer.phase_due(ctx, self.config, nothing="no_interventions")
 
     def _collect(self, ctx) -> None:
         """Propose an intervention for each failed rollout, keep those the filter passes, add their SFT pairs."""
@@ -64,11 +56,8 @@ class Intrl(stackrl.Plugin):
                   and not config.is_correct(text, answer)]
         proposed = self._propose(ctx, failed)
         kept = self._filter(ctx, proposed, answers)
-        seen = set(map(_key, self.buffer))
-        for pair in kept:
-            if _key(pair) not in seen:
-                seen.add(_key(pair))
-                self.buffer.append(pair)
+        for prompt, target in kept:
+            self.buffer.add(prompt, target)
         ctx.log("failed", len(failed))
         ctx.log("proposed", len(proposed))
         ctx.log("kept", len(kept))
@@ -110,12 +99,8 @@ class Intrl(stackrl.Plugin):
 
     @stackrl.hookimpl
     def state_dict(self):
-        return {"buffer": [list(pair) for pair in self.buffer]}
+        return self.buffer.state_dict()
 
     @stackrl.hookimpl
     def load_state_dict(self, state):
-        self.buffer = [(list(p), list(t)) for p, t in state["buffer"]]
-
-
-def _key(pair) -> tuple:
-    return tuple(pair[0]), tuple(pair[1])
+        self.buffer.load_state_dict(state)

@@ -77,7 +77,7 @@ def collect(tokenizer, completions, check=judge_reply, **settings):
     ctx = SimpleNamespace(step=1, rollout=rollout, tokenizer=tokenizer, generate=policy.generate,
                           log=logged.__setitem__, acted=lambda n, of, hint=None: acted.append((n, of)))
     plugin.post_step(ctx)
-    return plugin, policy, acted, [tokenizer.decode(t) for _, t in plugin.buffer]
+    return plugin, policy, acted, [tokenizer.decode(t) for _, t in plugin.buffer.pairs]
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_the_target_is_the_prefix_before_the_first_wrong_step_then_that_step_wri
         # nothing after the intervention: not the rest of the attempt, not eos
         assert targets == ["4 * 2 = 8\n8 + 3 = 11", "4 * 2 = 8"], proposer
         assert acted == [(2, 2)]  # two failed rollouts, both kept; the right one is no candidate
-        assert all(p == plugin.buffer[0][0] for p, _ in plugin.buffer)  # the rollout's own prompt ids
+        assert all(p == plugin.buffer.pairs[0][0] for p, _ in plugin.buffer.pairs)  # the rollout's own prompt ids
     assert policy.proposals[0] == "What is (4 * 2) + 3?\n" + SLIPPED + "\nCheck:\n"  # the judge format
 
 
@@ -114,7 +114,7 @@ def test_a_check_that_writes_the_wrong_step_again_or_finds_no_error_gives_no_int
     copied = lambda attempt: "4 * 2 = 8 | 8 yes\n8 + 3 = 12 | 12 no\nVerdict: wrong"  # noqa: E731
     for check in (copied, lambda attempt: "4 * 2 = 8 | 8 yes\nVerdict: correct", lambda attempt: "4 * 2"):
         plugin, policy, acted, _ = collect(tokenizer, [SLIPPED], check=check, continuations=0)
-        assert plugin.buffer == [] and acted == [(0, 1)] and policy.continued == []
+        assert plugin.buffer.pairs == [] and acted == [(0, 1)] and policy.continued == []
 
 
 def test_a_repeated_failure_adds_its_pair_once(tokenizer):
@@ -161,11 +161,11 @@ def test_every_few_steps_the_policy_is_fine_tuned_on_the_pairs_collected_since_t
     kept = [r["intrl/kept"] for r in records if "intrl/kept" in r]
     pairs = [r["phase/int/pairs"] for r in records if "phase/int/pairs" in r]
     assert len(kept) == 2 and pairs == [len(phases[0][1]), len(phases[1][1])] and sum(pairs) <= sum(kept)
-    assert trainer.plugins.plugins["intrl"].buffer == []
+    assert trainer.plugins.plugins["intrl"].buffer.pairs == []
 
 
 def test_the_buffer_survives_a_resume(tokenizer):
     plugin, _, _, _ = collect(tokenizer, [SLIPPED])
     again = make_plugin("intrl")
     again.load_state_dict(json.loads(json.dumps(plugin.state_dict())))
-    assert again.buffer == plugin.buffer
+    assert again.buffer.pairs == plugin.buffer.pairs
