@@ -1,8 +1,8 @@
 """Asymmetric self-play: the policy poses a question, then solves it several times, and the agreement of its answers
 rates the question.
 
-What the proposer-solver methods share (SQLM's proposer, R-Zero-style challengers such as R-Diverse's): the question
-a proposer's reply poses, the prompt the solver is asked with (the run's own prompt format, learnt from
+What the proposer-solver methods share (SQLM's proposer, R-Zero-style challengers such as R-Diverse's): the pool's
+topic row and the posed questions that join it (:class:`SelfPlayPool`), the question a proposer's reply poses, the prompt the solver is asked with (the run's own prompt format, learnt from
 ``ctx.pool.format_row``), the solver's sub-rollouts sampled in the reward stage (``ctx.generate``, the same call
 on every process) with their answers clustered (:func:`stackrl.answers.group_answers`), the majority answer and
 the share of answers that agree with it, and the proposer's rewards made of that agreement: SQLM's band (neither
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from stackrl.answers import GroupAnswers, group_answers
-from stackrl.tasks.posing import parse_problems
+from stackrl.errors import PluginError
+from stackrl.pool import CATEGORY_COLUMN
+from stackrl.tasks.posing import parse_problems, request_text
 
 _MARKER = "\u0000question\u0000"  # stands for the question while the run's prompt format is learnt
 
@@ -130,3 +132,105 @@ def uncertainty_reward(agreement: float) -> float:
     """R-Zero's challenger reward ``1 - 2 |p - 1/2|`` of the solver's agreement ``p`` with its majority answer: 1 at
     an even split, 0 when every answer agrees or none does."""
     return 1.0 - 2.0 * abs(agreement - 0.5)
+
+
+# -- the pool: one topic row, the posed questions ----------------------------------------------------------------
+
+
+def topic_prompt(pool, topic: Optional[str], examples: int, column: str):
+    """The proposer's one prompt: ``topic``, or a pose request listing ``examples`` of the pool's problems
+    (:func:`stackrl.tasks.posing.request_text`); chat messages in a chat run."""
+    if topic is None:
+        problems = [pool.row(i).get(column) for i in pool.active_rows()]
+        problems = [p for p in problems if isinstance(p, str)][:examples]
+        if not problems:
+            raise PluginError(f"no row of the pool has a '{column}' to show in the topic prompt; give the topic or "
+                              "the column of the dataset's problems")
+        topic = request_text(problems)
+    return [{"role": "user", "content": topic}] if pool.chat else topic
+
+
+class SelfPlayPool:
+    """The prompt pool of a proposer-solver method named ``section``: one topic row (category
+    ``<section>/propose``), the questions posed at each step as label-free rows (``<section>/solve``, the problem in
+    ``column``), each drawn once and then retired, and the draw: the topic row at ``proposer_share`` of the problems
+    and the posed questions at the rest (the topic alone while none exists), the dataset's rows never unless
+    ``train_on_dataset`` (then the categories are left alone). While another plugin has retired the topic row (a
+    switch of data set), nothing is weighed."""
+
+    def __init__(self, section: str, column: str, proposer_share: float, train_on_dataset: bool = False):
+        self.propose, self.solve = f"{section}/propose", f"{section}/solve"
+        self.column, self.share, self.train_on_dataset = column, proposer_share, train_on_dataset
+
+    def begin(self, pool, topic) -> QuestionPrompts:
+        """At ``train_begin``: the topic row added (a resumed run finds it restored) and the draw weighed; returns
+        the solver's prompt format."""
+        if not self.rows(pool, self.propose, active=False):
+            pool.add_rows([{"prompt": topic, CATEGORY_COLUMN: self.propose}])
+        self._weigh(pool)
+        return QuestionPrompts(pool, self.column)
+
+    def after_step(self, pool, prompts: QuestionPrompts, questions: list, columns: Optional[list] = None) -> list[int]:
+        """At ``post_step``: the posed questions drawn in the last batch retired, ``questions`` (each with its
+        ``columns``, a dict, where given) added but for repeats of a waiting one, the draw weighed; the new ids."""
+        pool.retire([row for row in pool.last_batch if pool.stats(row).category == self.solve
+                     and not pool.stats(row).retired])
+        waiting = {pool.row(row)[self.column] for row in self.rows(pool, self.solve)}
+        rows = []
+        for n, question in enumerate(questions):
+            text = prompts.text(question)
+            if text not in waiting:
+                waiting.add(text)
+                extra = columns[n] if columns else {}
+                rows.append(pool.format_row({self.column: text, CATEGORY_COLUMN: self.solve, **extra}))
+        ids = pool.add_rows(rows) if rows else []
+        self._weigh(pool)
+        return ids
+
+    def proposer_rows(self, rollout) -> list[bool]:
+        """Whether each row of a rollout is a completion of the topic row."""
+        return [c == self.propose for c in rollout.columns.get(CATEGORY_COLUMN, [None] * len(rollout))]
+
+    def rows(self, pool, category: str, active: bool = True) -> list[int]:
+        return [row for row in (pool.active_rows() if active else range(len(pool)))
+                if pool.stats(row).category == category]
+
+    def _weigh(self, pool) -> None:
+        if self.train_on_dataset or not self.rows(pool, self.propose):
+            return
+        solving = self.rows(pool, self.solve)
+        weights = {self.propose: self.share, self.solve: 1.0 - self.share} if solving else {self.propose: 1.0}
+        if weights != pool.category_weights:
+            pool.set_category_weights(weights)
+
+
+# -- the reward stage ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Posed:
+    """A proposer row: its question (``None``: it posed nothing, and was not solved) and the majority of the
+    solver's answers to it."""
+
+    row: int
+    question: Optional[str]
+    vote: Optional[Majority]
+
+
+def rate(ctx, rows: list[int], prompts: QuestionPrompts, samples: int, read: Callable[[str], Optional[str]], *,
+         numbered: bool = True, math_verify: bool = True, unanswered_votes: bool = True, **sampling) -> list[Posed]:
+    """The proposer rows ``rows`` of ``ctx.rollout``: each one's question solved ``samples`` times (one
+    ``ctx.generate`` call for all) and the majority of the answers."""
+    questions = {i: posed_question(ctx.rollout.completions[i], numbered) for i in rows}
+    asked = [i for i in rows if questions[i] is not None]
+    groups = solve(ctx, [prompts(questions[i]) for i in asked], samples, read, math_verify=math_verify, **sampling)
+    votes = {i: majority(group, unanswered_votes) for i, group in zip(asked, groups)}
+    return [Posed(i, questions[i], votes.get(i)) for i in rows]
+
+
+def solver_majorities(answers: list, group_size: int, skip: list[bool], math_verify: bool = True,
+                      unanswered_votes: bool = True) -> dict[int, Majority]:
+    """The majority of each group of a rollout's ``answers`` (row ``i`` in group ``i // group_size``) whose first
+    row is not in ``skip`` (a proposer's group), by group number."""
+    return {g: majority(group_answers(answers[start:start + group_size], math_verify), unanswered_votes)
+            for g, start in enumerate(range(0, len(answers), group_size)) if not skip[start]}

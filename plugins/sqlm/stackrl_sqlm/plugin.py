@@ -16,10 +16,9 @@ from typing import Any, ClassVar, Dict, Optional
 import torch
 
 from stackrl import ConfigError, Plugin, PluginError, hookimpl
-from stackrl.answers import AnswerSettings, extractor_of, groups_of
-from stackrl.blocks.selfplay import QuestionPrompts, band_reward, majority, posed_question, solve
-from stackrl.pool import CATEGORY_COLUMN
-from stackrl.tasks.posing import request_text
+from stackrl.answers import AnswerSettings, extractor_of
+from stackrl.blocks.selfplay import (QuestionPrompts, SelfPlayPool, band_reward, rate, solver_majorities,
+                                     topic_prompt)
 
 PROPOSE, SOLVE = "sqlm/propose", "sqlm/solve"  # the pool categories of the topic row and of posed questions
 
@@ -78,66 +77,25 @@ class SQLM(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
+        config = self.config
+        self.selfplay = SelfPlayPool("sqlm", config.problem_column, config.proposer_share, config.train_on_dataset)
         self.prompts: Optional[QuestionPrompts] = None  # the solver's prompt format, learnt from the pool
         # Questions posed at this step, to join the pool after it: filled in the reward stage, emptied by the
         # post_step that follows, so no checkpoint holds any.
         self.pending: list[str] = []
 
-    # -- the pool: the topic row, the posed questions ------------------------------------------------------------
-
     @hookimpl
     def train_begin(self, ctx):
-        pool = self._pool(ctx)
-        self.prompts = QuestionPrompts(pool, self.config.problem_column)
-        if not self._rows(pool, PROPOSE, active=False):  # a resumed run finds its topic row restored
-            pool.add_rows([{"prompt": self._topic_prompt(pool), CATEGORY_COLUMN: PROPOSE}])
-        self._weigh(pool)
+        pool, config = self._pool(ctx), self.config
+        topic = topic_prompt(pool, config.topic, config.topic_examples, config.problem_column)
+        self.prompts = self.selfplay.begin(pool, topic)
 
     @hookimpl
     def post_step(self, ctx):
         pool = self._pool(ctx)
-        if self.prompts is None:
-            self.prompts = QuestionPrompts(pool, self.config.problem_column)
-        # A posed question is solved once: drawn, it retires (the authors' solver trains on each question once).
-        pool.retire([row for row in pool.last_batch if pool.row(row).get(CATEGORY_COLUMN) == SOLVE
-                     and not pool.stats(row).retired])
-        known = {pool.row(row)[self.config.problem_column] for row in self._rows(pool, SOLVE)}
-        fresh = list(dict.fromkeys(q for q in map(self.prompts.text, self.pending) if q not in known))
-        if fresh:
-            pool.add_rows([pool.format_row({self.config.problem_column: q, CATEGORY_COLUMN: SOLVE}) for q in fresh])
-        ctx.log("added", len(fresh))
+        added = self.selfplay.after_step(pool, self.prompts, self.pending)
+        ctx.log("added", len(added))
         self.pending = []
-        self._weigh(pool)
-
-    def _weigh(self, pool) -> None:
-        """The topic row at ``proposer_share`` of the problems, the posed questions at the rest; the dataset's rows
-        only with ``train_on_dataset`` (then the categories are left alone). Nothing while the topic row is
-        retired (another plugin switched the pool's data set)."""
-        if self.config.train_on_dataset or not self._rows(pool, PROPOSE):
-            return
-        share = self.config.proposer_share
-        weights = {PROPOSE: share, SOLVE: 1.0 - share} if self._rows(pool, SOLVE) else {PROPOSE: 1.0}
-        if weights != pool.category_weights:
-            pool.set_category_weights(weights)
-
-    @staticmethod
-    def _rows(pool, category: str, active: bool = True) -> list[int]:
-        rows = pool.active_rows() if active else range(len(pool))
-        return [row for row in rows if pool.stats(row).category == category]
-
-    def _topic_prompt(self, pool):
-        config = self.config
-        if config.topic is not None:
-            text = config.topic
-        else:
-            column = config.problem_column
-            problems = [pool.row(i).get(column) for i in pool.active_rows()][: config.topic_examples]
-            problems = [p for p in problems if isinstance(p, str)]
-            if not problems:
-                raise PluginError(f"sqlm.problem_column: no row of the pool has a '{column}' to show in the topic "
-                                  "prompt; give sqlm.topic or the column of the dataset's problems")
-            text = request_text(problems)
-        return [{"role": "user", "content": text}] if pool.chat else text
 
     @staticmethod
     def _pool(ctx):
@@ -146,58 +104,46 @@ class SQLM(Plugin):
                               "map-style dataset)")
         return ctx.pool
 
-    # -- the rewards ---------------------------------------------------------------------------------------------
-
     @hookimpl
     def reward(self, ctx):
         config, rollout = self.config, ctx.rollout
         read = extractor_of(config, "sqlm", config.answer_extractor or rollout.answer_format)
-        categories = rollout.columns.get(CATEGORY_COLUMN, [None] * len(rollout))
-        proposer = [c == PROPOSE for c in categories]
+        proposer = self.selfplay.proposer_rows(rollout)
+        size = rollout.group_size
         rewards = torch.full((len(rollout),), float("nan"))
-        scored = 0
+        labels = [None] * len(rollout)
 
         # The solver's rows: 1 for the group's majority answer.
         answers = [None if p else read(text) for p, text in zip(proposer, rollout.completions)]
-        labels = [None] * len(rollout)
-        for g, group in enumerate(groups_of(answers, rollout.group_size, config.math_verify)):
-            rows = range(g * rollout.group_size, (g + 1) * rollout.group_size)
-            if proposer[rows.start]:
-                continue
-            vote = majority(group, config.unanswered_votes)
-            rewards[rows.start:rows.stop] = torch.tensor([float(a) for a in vote.agrees])
-            labels[rows.start:rows.stop] = [vote.answer] * rollout.group_size
-            scored += group.answered
+        votes = solver_majorities(answers, size, proposer, config.math_verify, config.unanswered_votes)
+        for g, vote in votes.items():
+            rewards[g * size:(g + 1) * size] = torch.tensor([float(a) for a in vote.agrees])
+            labels[g * size:(g + 1) * size] = [vote.answer] * size
         ctx.declare_pseudo_labels(labels)
+        scored = sum(answers[i] is not None for g in votes for i in range(g * size, (g + 1) * size))
 
         # The proposer's rows: its question solved solver_samples times, 1 inside the band.
         rows = [i for i, p in enumerate(proposer) if p]
-        questions = {i: posed_question(rollout.completions[i], config.numbered) for i in rows}
-        asked = [i for i in rows if questions[i] is not None]
-        if asked and self.prompts is None:
+        if rows and self.prompts is None:
             raise PluginError("sqlm: a topic row was drawn before train_begin learnt the run's prompt format")
-        solved = solve(ctx, [self.prompts(questions[i]) for i in asked], config.solver_samples, read,
-                       math_verify=config.math_verify, **config.solver_sampling)
-        in_band = []
-        for i, group in zip(asked, solved):
-            vote = majority(group, config.unanswered_votes)
-            rewards[i] = band_reward(vote.votes, config.solver_samples, config.min_votes)
-            scored += vote.votes > 0
-            if rewards[i] == 1.0 or config.solved == Solved.all:
-                in_band.append(questions[i])
-        for i in rows:
-            if questions[i] is None:
-                rewards[i] = 0.0
+        posed = rate(ctx, rows, self.prompts, config.solver_samples, read, numbered=config.numbered,
+                     math_verify=config.math_verify, unanswered_votes=config.unanswered_votes,
+                     **config.solver_sampling)
+        for p in posed:
+            rewards[p.row] = 0.0 if p.vote is None else band_reward(p.vote.votes, config.solver_samples,
+                                                                     config.min_votes)
+            scored += p.vote is not None and p.vote.votes > 0
         if ctx.training:
-            self.pending.extend(in_band)
+            self.pending.extend(p.question for p in posed if p.vote is not None
+                                and (rewards[p.row] == 1.0 or config.solved == Solved.all))
             resting = ctx.step % config.proposer_every != 0
-            rollout.exclude_from_loss([i for i in rows if resting or questions[i] is None])
+            rollout.exclude_from_loss([p.row for p in posed if resting or p.question is None])
+        solved = [p.vote for p in posed if p.vote is not None]
         if rows:
-            ctx.log("proposer/posed", len(asked) / len(rows))
+            ctx.log("proposer/posed", len(solved) / len(rows))
             ctx.log("proposer/in_band", sum(rewards[i].item() for i in rows) / len(rows))
         if solved:
-            agreement = [majority(g, config.unanswered_votes).agreement for g in solved]
-            ctx.log("proposer/agreement", sum(agreement) / len(agreement))
+            ctx.log("proposer/agreement", sum(v.agreement for v in solved) / len(solved))
         ctx.log("proposer_share", len(rows) / len(rollout))
         ctx.acted(scored, of=len(rollout), hint=None if scored else "sqlm.answer_extractor: no answer was read")
         return rewards
