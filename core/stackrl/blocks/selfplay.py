@@ -14,11 +14,13 @@ common, there is no majority and no answer agrees (:func:`majority`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional
 
-from stackrl.answers import GroupAnswers, group_answers
-from stackrl.errors import PluginError
+from stackrl.answers import AnswerSettings, GroupAnswers, group_answers
+from stackrl.errors import ConfigError, PluginError
+from stackrl.hookspecs import hookimpl
+from stackrl.plugin import Plugin
 from stackrl.pool import CATEGORY_COLUMN
 from stackrl.tasks.posing import parse_problems, request_text
 
@@ -234,3 +236,74 @@ def solver_majorities(answers: list, group_size: int, skip: list[bool], math_ver
     row is not in ``skip`` (a proposer's group), by group number."""
     return {g: majority(group_answers(answers[start:start + group_size], math_verify), unanswered_votes)
             for g, start in enumerate(range(0, len(answers), group_size)) if not skip[start]}
+
+
+# -- what a proposer-solver plugin shares: its settings and its pool hooks ---------------------------------------------
+
+
+@dataclass
+class SelfPlaySettings(AnswerSettings):
+    """The settings a proposer-solver plugin's ``Config`` inherits (with the answers' ``answer_extractor``,
+    ``answer_regex`` and ``math_verify``), checked for the subclass's ``section`` when it is built."""
+
+    # The proposer's one prompt. None: a pose request listing `topic_examples` of the dataset's problems
+    # (stackrl.tasks.posing.request_text), whose reply's first item is the question.
+    topic: Optional[str] = None
+    topic_examples: int = 4
+    # Whether the question is the first item of the numbered list the reply continues (a pose request), or the whole
+    # reply (a free topic prompt).
+    numbered: bool = True
+    problem_column: str = "question"  # the dataset column a problem's text is in; posed questions get it
+    proposer_share: float = 0.25  # the share of a batch's problems that are the topic prompt (once questions exist)
+    solver_samples: int = 4  # the solver's answers to each posed question
+    solver_sampling: Dict[str, Any] = field(default_factory=dict)  # ctx.generate overrides; {}: the run's sampling
+    unanswered_votes: bool = True  # an unanswered sub-rollout is one more answer, as the authors count them
+    train_on_dataset: bool = False  # the dataset's own problems are drawn too (the authors have none)
+
+    def __post_init__(self):
+        super().__post_init__()
+        key = self.section
+        if self.solver_samples < 2:
+            raise ConfigError(f"{key}.solver_samples must be at least 2 for a majority to mean anything, not "
+                              f"{self.solver_samples}")
+        if not 0.0 < self.proposer_share < 1.0:
+            raise ConfigError(f"{key}.proposer_share must lie strictly between 0 and 1, not {self.proposer_share}")
+        if self.topic is None and self.topic_examples < 1:
+            raise ConfigError(f"{key}.topic_examples must be at least 1 without a topic, not {self.topic_examples}")
+        if self.topic is not None and not self.topic.strip():
+            raise ConfigError(f"{key}.topic is empty: give the proposer's prompt, or null for a pose request")
+
+
+class SelfPlayPlugin(Plugin):
+    """The base of a proposer-solver plugin whose ``Config`` is a :class:`SelfPlaySettings`: its
+    :class:`SelfPlayPool` (``self.selfplay``), the topic row added at ``train_begin`` and the solver's prompt format
+    (``self.prompts``); the plugin adds its ``reward`` and ``post_step``."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        config = self.config
+        self.selfplay = SelfPlayPool(config.section, config.problem_column, config.proposer_share,
+                                     config.train_on_dataset)
+        self.prompts: Optional[QuestionPrompts] = None  # the solver's prompt format, learnt from the pool
+
+    @hookimpl
+    def train_begin(self, ctx):
+        pool, config = self.pool_of(ctx), self.config
+        self.prompts = self.selfplay.begin(pool, topic_prompt(pool, config.topic, config.topic_examples,
+                                                              config.problem_column))
+
+    def pool_of(self, ctx):
+        if ctx.pool is None:
+            raise PluginError(f"{self.config.section} needs the prompt pool, which this run lacks (its training data "
+                              "is not a map-style dataset)")
+        return ctx.pool
+
+    def rate(self, ctx, rows: list[int], read) -> list[Posed]:
+        """:func:`rate` with the plugin's settings."""
+        config = self.config
+        if rows and self.prompts is None:
+            raise PluginError(f"{config.section}: a topic row was drawn before train_begin learnt the run's prompt "
+                              "format")
+        return rate(ctx, rows, self.prompts, config.solver_samples, read, numbered=config.numbered,
+                    math_verify=config.math_verify, unanswered_votes=config.unanswered_votes,
+                    **config.solver_sampling)

@@ -11,14 +11,14 @@ solver's completions of it earn 1 for reaching that answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Optional
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
-from stackrl import ConfigError, Plugin, PluginError, hookimpl
-from stackrl.answers import AnswerSettings, equivalent, extractor_of
-from stackrl.blocks.selfplay import QuestionPrompts, SelfPlayPool, rate, topic_prompt, uncertainty_reward
+from stackrl import ConfigError, hookimpl
+from stackrl.answers import equivalent, extractor_of
+from stackrl.blocks.selfplay import SelfPlayPlugin, SelfPlaySettings, uncertainty_reward
 from stackrl_rdiverse.memory import MemoryBank, Skill, memory_penalty
 
 LABEL_COLUMN = "rdiverse_label"  # a posed question's pseudo-label: the solver's majority answer when it was posed
@@ -26,17 +26,12 @@ NO_QUESTION = -1.0  # R-Zero's challenger reward for a reply that poses nothing
 
 
 @dataclass
-class RDiverseConfig(AnswerSettings):
-    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify.
+class RDiverseConfig(SelfPlaySettings):
+    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify. Self-play
+    # (inherited, stackrl.blocks.selfplay.SelfPlaySettings): topic, topic_examples, numbered, problem_column,
+    # proposer_share, solver_sampling, unanswered_votes, train_on_dataset.
     section: ClassVar[str] = "rdiverse"
-    topic: Optional[str] = None  # the challenger's prompt; None: a pose request listing topic_examples problems
-    topic_examples: int = 4
-    numbered: bool = True  # the question is the first item of the numbered list the reply continues
-    problem_column: str = "question"
-    proposer_share: float = 0.25  # the share of a batch's problems that are the topic prompt
     solver_samples: int = 10  # R-Zero's m: the solver's answers to each question
-    solver_sampling: Dict[str, Any] = field(default_factory=dict)
-    unanswered_votes: bool = True
     # The solver's questions: agreement within [min_agreement, max_agreement] (R-Zero's 0.3 and 0.8).
     min_agreement: float = 0.3
     max_agreement: float = 0.8
@@ -46,25 +41,18 @@ class RDiverseConfig(AnswerSettings):
     max_weight: float = 0.5
     mean_weight: float = 0.5
     skill: Skill = Skill.structure
-    train_on_dataset: bool = False
 
     def __post_init__(self):
         super().__post_init__()
-        if self.solver_samples < 2:
-            raise ConfigError(f"rdiverse.solver_samples must be at least 2, not {self.solver_samples}")
         if not 0.0 <= self.min_agreement <= self.max_agreement <= 1.0:
             raise ConfigError(f"rdiverse.min_agreement and rdiverse.max_agreement must satisfy 0 <= min <= max <= 1, "
                               f"not [{self.min_agreement}, {self.max_agreement}]")
-        if not 0.0 < self.proposer_share < 1.0:
-            raise ConfigError(f"rdiverse.proposer_share must lie strictly between 0 and 1, not {self.proposer_share}")
         for key in ("penalty_weight", "max_weight", "mean_weight"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"rdiverse.{key} must be 0 or more, not {getattr(self, key)}")
-        if self.topic is not None and not self.topic.strip():
-            raise ConfigError("rdiverse.topic is empty: give the challenger's prompt, or null for a pose request")
 
 
-class RDiverse(Plugin):
+class RDiverse(SelfPlayPlugin):
     """R-Diverse (Li et al., 2026, arXiv 2602.13103) on the pool and the reward hook."""
 
     Config = RDiverseConfig
@@ -72,36 +60,19 @@ class RDiverse(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        config = self.config
-        self.selfplay = SelfPlayPool("rdiverse", config.problem_column, config.proposer_share,
-                                     config.train_on_dataset)
-        self.memory = MemoryBank(config.skill)
-        self.prompts: Optional[QuestionPrompts] = None
+        self.memory = MemoryBank(self.config.skill)
         self.posed: list[str] = []  # this step's questions: the memory takes them after the step
         self.pending: list[tuple[str, str]] = []  # this step's questions for the solver, with their pseudo-labels
 
     @hookimpl
-    def train_begin(self, ctx):
-        pool, config = self._pool(ctx), self.config
-        topic = topic_prompt(pool, config.topic, config.topic_examples, config.problem_column)
-        self.prompts = self.selfplay.begin(pool, topic)
-
-    @hookimpl
     def post_step(self, ctx):
-        pool = self._pool(ctx)
+        pool = self.pool_of(ctx)
         questions = [q for q, _ in self.pending]
         labels = [{LABEL_COLUMN: label} for _, label in self.pending]
         ctx.log("added", len(self.selfplay.after_step(pool, self.prompts, questions, labels)))
         self.memory.add(self.posed)  # persistent: later steps are penalised for resembling these
         ctx.log("memory", len(self.memory.questions))
         self.posed, self.pending = [], []
-
-    @staticmethod
-    def _pool(ctx):
-        if ctx.pool is None:
-            raise PluginError("rdiverse needs the prompt pool, which this run lacks (its training data is not a "
-                              "map-style dataset)")
-        return ctx.pool
 
     def challenger_reward(self, agreement: float, question: str) -> tuple[float, float]:
         """The challenger's reward for a question the solver agreed on at ``agreement``, and its memory penalty."""
@@ -130,11 +101,7 @@ class RDiverse(Plugin):
 
         # The challenger's rows: uncertainty less the memory penalty; -1 for posing nothing.
         rows = [i for i, p in enumerate(proposer) if p]
-        if rows and self.prompts is None:
-            raise PluginError("rdiverse: a topic row was drawn before train_begin learnt the run's prompt format")
-        posed = rate(ctx, rows, self.prompts, config.solver_samples, read, numbered=config.numbered,
-                     math_verify=config.math_verify, unanswered_votes=config.unanswered_votes,
-                     **config.solver_sampling)
+        posed = self.rate(ctx, rows, read)
         penalties = []
         for p in posed:
             if p.vote is None:

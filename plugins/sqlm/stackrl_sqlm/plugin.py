@@ -9,16 +9,15 @@ answer is its group's majority answer. After the step the posed questions join t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar, Dict, Optional
+from typing import ClassVar
 
 import torch
 
-from stackrl import ConfigError, Plugin, PluginError, hookimpl
-from stackrl.answers import AnswerSettings, extractor_of
-from stackrl.blocks.selfplay import (QuestionPrompts, SelfPlayPool, band_reward, rate, solver_majorities,
-                                     topic_prompt)
+from stackrl import ConfigError, hookimpl
+from stackrl.answers import extractor_of
+from stackrl.blocks.selfplay import SelfPlayPlugin, SelfPlaySettings, band_reward, solver_majorities
 
 PROPOSE, SOLVE = "sqlm/propose", "sqlm/solve"  # the pool categories of the topic row and of posed questions
 
@@ -31,45 +30,26 @@ class Solved(str, Enum):
 
 
 @dataclass
-class SQLMConfig(AnswerSettings):
-    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify.
+class SQLMConfig(SelfPlaySettings):
+    # Answers (inherited): answer_extractor (the run's answer format), answer_regex, math_verify. Self-play
+    # (inherited, stackrl.blocks.selfplay.SelfPlaySettings): topic, topic_examples, numbered, problem_column,
+    # proposer_share, solver_samples (the authors' n = 4), solver_sampling, unanswered_votes (the authors' count),
+    # train_on_dataset.
     section: ClassVar[str] = "sqlm"
-    # The proposer's one prompt. None: a pose request listing `topic_examples` of the dataset's problems
-    # (stackrl.tasks.posing.request_text, what stackrl/arith-skills learned), whose reply's first item is the question.
-    topic: Optional[str] = None
-    topic_examples: int = 4
-    # Whether the question is the first item of a numbered list the reply continues (a pose request), or the whole
-    # reply (a free topic prompt, as the authors' "Generate a three-digit arithmetic problem ...").
-    numbered: bool = True
-    problem_column: str = "question"  # the dataset column a problem's text is in; posed questions get it
-    proposer_share: float = 0.25  # the share of a batch's problems that are the topic prompt (once questions exist)
-    solver_samples: int = 4  # the solver's answers to each posed question (the authors' n = 4)
-    solver_sampling: Dict[str, Any] = field(default_factory=dict)  # ctx.generate overrides; {}: the run's sampling
     min_votes: int = 1  # the proposer's reward: min_votes < answers agreeing with the majority < solver_samples
     proposer_every: int = 5  # the proposer's rows train at every this many steps (the authors' update frequency)
     solved: Solved = Solved.band
-    unanswered_votes: bool = True  # an unanswered sub-rollout is one more answer, as the authors count them
-    train_on_dataset: bool = False  # the dataset's own problems are drawn too (the authors have none)
 
     def __post_init__(self):
         super().__post_init__()
-        if self.solver_samples < 2:
-            raise ConfigError(f"sqlm.solver_samples must be at least 2 for a majority to mean anything, not "
-                              f"{self.solver_samples}")
         if not 0 <= self.min_votes < self.solver_samples - 1:
             raise ConfigError(f"sqlm.min_votes must lie in 0..solver_samples - 2 ({self.solver_samples - 2}), or no "
                               f"question earns the reward; not {self.min_votes}")
-        if not 0.0 < self.proposer_share < 1.0:
-            raise ConfigError(f"sqlm.proposer_share must lie strictly between 0 and 1, not {self.proposer_share}")
         if self.proposer_every < 1:
             raise ConfigError(f"sqlm.proposer_every must be at least 1, not {self.proposer_every}")
-        if self.topic is None and self.topic_examples < 1:
-            raise ConfigError(f"sqlm.topic_examples must be at least 1 without a topic, not {self.topic_examples}")
-        if self.topic is not None and not self.topic.strip():
-            raise ConfigError("sqlm.topic is empty: give the proposer's prompt, or null for a pose request")
 
 
-class SQLM(Plugin):
+class SQLM(SelfPlayPlugin):
     """Self-Questioning Language Models (Chen et al., 2025, arXiv 2508.03682) on the pool and the reward hook."""
 
     Config = SQLMConfig
@@ -77,32 +57,15 @@ class SQLM(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
-        config = self.config
-        self.selfplay = SelfPlayPool("sqlm", config.problem_column, config.proposer_share, config.train_on_dataset)
-        self.prompts: Optional[QuestionPrompts] = None  # the solver's prompt format, learnt from the pool
         # Questions posed at this step, to join the pool after it: filled in the reward stage, emptied by the
         # post_step that follows, so no checkpoint holds any.
         self.pending: list[str] = []
 
     @hookimpl
-    def train_begin(self, ctx):
-        pool, config = self._pool(ctx), self.config
-        topic = topic_prompt(pool, config.topic, config.topic_examples, config.problem_column)
-        self.prompts = self.selfplay.begin(pool, topic)
-
-    @hookimpl
     def post_step(self, ctx):
-        pool = self._pool(ctx)
-        added = self.selfplay.after_step(pool, self.prompts, self.pending)
+        added = self.selfplay.after_step(self.pool_of(ctx), self.prompts, self.pending)
         ctx.log("added", len(added))
         self.pending = []
-
-    @staticmethod
-    def _pool(ctx):
-        if ctx.pool is None:
-            raise PluginError("sqlm needs the prompt pool, which this run lacks (its training data is not a "
-                              "map-style dataset)")
-        return ctx.pool
 
     @hookimpl
     def reward(self, ctx):
@@ -124,11 +87,7 @@ class SQLM(Plugin):
 
         # The proposer's rows: its question solved solver_samples times, 1 inside the band.
         rows = [i for i, p in enumerate(proposer) if p]
-        if rows and self.prompts is None:
-            raise PluginError("sqlm: a topic row was drawn before train_begin learnt the run's prompt format")
-        posed = rate(ctx, rows, self.prompts, config.solver_samples, read, numbered=config.numbered,
-                     math_verify=config.math_verify, unanswered_votes=config.unanswered_votes,
-                     **config.solver_sampling)
+        posed = self.rate(ctx, rows, read)
         for p in posed:
             rewards[p.row] = 0.0 if p.vote is None else band_reward(p.vote.votes, config.solver_samples,
                                                                      config.min_votes)
