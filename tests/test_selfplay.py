@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from stackrl import Generation
+from stackrl import Generation, Rollout
 from stackrl.answers import answer_after_phrase, group_answers
-from stackrl.blocks.selfplay import (QuestionPrompts, band_reward, common_ending, majority, posed_question, solve,
-                                     uncertainty_reward)
+from stackrl.blocks.selfplay import (QuestionPrompts, SelfPlayPool, band_reward, common_ending, majority,
+                                     posed_question, solve, topic_prompt, uncertainty_reward)
 
 
 def test_the_posed_question_is_the_first_item_of_the_continued_list_or_the_whole_reply():
@@ -83,3 +83,67 @@ def test_solve_samples_each_prompt_in_one_call_and_clusters_its_answers():
     assert calls == [(["p"] * 4 + ["q"] * 4, {"temperature": 1.0})]
     assert [(g.distinct, g.counts) for g in groups] == [(["5", "6"], [2, 1])] * 2
     assert solve(ctx, [], 4, answer_after_phrase) == [] and len(calls) == 1
+
+
+class FakePool:
+    """The pool's face a SelfPlayPool uses: rows with a category, retirements, category weights."""
+
+    chat = False
+
+    def __init__(self, questions):
+        self.rows_ = [{"question": q, "category": "easy"} for q in questions]
+        self.retired, self.category_weights, self.last_batch = set(), None, []
+
+    def active_rows(self):
+        return [i for i in range(len(self.rows_)) if i not in self.retired]
+
+    def __len__(self):
+        return len(self.rows_)
+
+    def row(self, i):
+        return {"question": None, **self.rows_[i]}
+
+    def stats(self, i):
+        return SimpleNamespace(category=self.rows_[i].get("category"), retired=i in self.retired)
+
+    def format_row(self, columns):
+        return {**columns, "prompt": f"Q: {columns['question']}"}
+
+    def add_rows(self, rows):
+        self.rows_.extend(rows)
+        return list(range(len(self.rows_) - len(rows), len(self.rows_)))
+
+    def retire(self, rows):
+        self.retired.update(rows)
+
+    def set_category_weights(self, weights):
+        self.category_weights = weights
+
+
+def test_the_pool_side_adds_the_topic_once_then_posed_questions_drawn_once_at_their_share():
+    pool = FakePool(["What is 1 + 2?\n", "What is 3 * 4?\n"])
+    selfplay = SelfPlayPool("m", "question", proposer_share=0.25)
+    prompts = selfplay.begin(pool, topic_prompt(pool, None, 4, "question"))
+    assert pool.rows_[2] == {"prompt": "Continue this list of problems with new ones, one problem per number:\n"
+                                       "1. What is 1 + 2?\n2. What is 3 * 4?\n3.", "category": "m/propose"}
+    assert pool.category_weights == {"m/propose": 1.0}  # the topic alone: the dataset weighs 0
+    selfplay.begin(pool, "again")  # a resumed run: the topic row is there
+    assert len(pool) == 3 and prompts("What is 5 - 1?") == "Q: What is 5 - 1?\n"
+    ids = selfplay.after_step(pool, prompts, ["What is 5 - 1?", "What is 5 - 1?", "What is 6 + 6?"],
+                              [{"label": "4"}, {"label": "4"}, {"label": "12"}])
+    assert ids == [3, 4] and pool.rows_[3] == {"question": "What is 5 - 1?\n", "category": "m/solve", "label": "4",
+                                               "prompt": "Q: What is 5 - 1?\n"}
+    assert pool.category_weights == {"m/propose": 0.25, "m/solve": 0.75}
+    pool.last_batch = [2, 3]  # the topic and one posed question drawn: that one retires, the topic stays
+    assert selfplay.after_step(pool, prompts, ["What is 6 + 6?"]) == []  # still waiting: not added again
+    assert pool.retired == {3}
+    pool.last_batch = [4]
+    selfplay.after_step(pool, prompts, [])
+    assert pool.retired == {3, 4} and pool.category_weights == {"m/propose": 1.0}  # none waits
+    pool.retire([2])  # another plugin switched the data set: nothing is weighed any more
+    pool.category_weights = None
+    selfplay.after_step(pool, prompts, ["What is 7 + 7?"])
+    assert pool.category_weights is None
+    rollout = Rollout(["t", "q", "d"], ["", "", ""], [[1]] * 3, [[2]] * 3,
+                      {"category": ["m/propose", "m/solve", None]}, group_size=1)
+    assert selfplay.proposer_rows(rollout) == [True, False, False]
