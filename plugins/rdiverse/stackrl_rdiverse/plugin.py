@@ -120,7 +120,7 @@ class RDiverse(SelfPlayPlugin):
         if rows:
             ctx.log("challenger/posed", len(penalties) / len(rows))
         ctx.acted(scored, of=len(rollout), hint=None if scored else "rdiverse.answer_extractor: no answer was read")
-        return rewards
+        return [None if value != value else value for value in rewards.tolist()]  # None: not scored
 
     @hookimpl
     def state_dict(self):

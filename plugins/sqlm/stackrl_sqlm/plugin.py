@@ -105,4 +105,4 @@ class SQLM(SelfPlayPlugin):
             ctx.log("proposer/agreement", sum(v.agreement for v in solved) / len(solved))
         ctx.log("proposer_share", len(rows) / len(rollout))
         ctx.acted(scored, of=len(rollout), hint=None if scored else "sqlm.answer_extractor: no answer was read")
-        return rewards
+        return [None if value != value else value for value in rewards.tolist()]  # None: not scored

@@ -64,7 +64,7 @@ def _plugin(**settings):
 def test_the_proposer_earns_the_band_and_the_solver_its_majority():
     plugin = _plugin()
     ctx, asked = _ctx()
-    rewards = plugin.reward(ctx).tolist()
+    rewards = plugin.reward(ctx)
     # Each question asked four times, in one call: 1 + 1 unanimous (0), 2 + 2 two agree (1), 3 + 3 three agree (1),
     # 4 + 4 no two agree (0). The solver group: 3 twice, one without an answer, 4 once: 3 is the majority.
     assert asked == [q + "\n" for q in QUESTIONS for _ in range(4)]
@@ -81,7 +81,7 @@ def test_every_posed_question_joins_the_pool_with_solved_all():
 
 
 def test_a_wider_band_rewards_a_question_whose_answers_all_differ():
-    assert _plugin(min_votes=0).reward(_ctx()[0]).tolist()[:4] == [0.0, 1.0, 1.0, 1.0]
+    assert _plugin(min_votes=0).reward(_ctx()[0])[:4] == [0.0, 1.0, 1.0, 1.0]
 
 
 def test_the_proposer_rows_train_only_every_proposer_every_steps_and_a_reply_without_a_question_never():
@@ -89,7 +89,7 @@ def test_the_proposer_rows_train_only_every_proposer_every_steps_and_a_reply_wit
     for step, excluded in ((5, {1}), (6, {0, 1, 2, 3}), (0, {1})):
         plugin = _plugin()
         ctx, asked = _ctx(step=step, proposer_texts=texts)
-        assert plugin.reward(ctx).tolist()[:4] == [1.0, 0.0, 1.0, 0.0]  # no question: 0, and not solved
+        assert plugin.reward(ctx)[:4] == [1.0, 0.0, 1.0, 0.0]  # no question: 0, and not solved
         assert len(asked) == 12 and ctx.rollout.excluded == excluded
         assert plugin.pending == [QUESTIONS[1], QUESTIONS[2]]
 
@@ -97,14 +97,14 @@ def test_the_proposer_rows_train_only_every_proposer_every_steps_and_a_reply_wit
 def test_evaluation_scores_but_sends_no_question_to_the_pool():
     plugin = _plugin()
     ctx, _ = _ctx(training=False)
-    assert plugin.reward(ctx).tolist()[:4] == [0.0, 1.0, 1.0, 0.0]
+    assert plugin.reward(ctx)[:4] == [0.0, 1.0, 1.0, 0.0]
     assert plugin.pending == [] and ctx.rollout.excluded == set()
 
 
 def test_unanswered_solver_rows_outvoting_the_answers_leave_no_majority_as_the_authors_count():
     texts = ["none", "The answer is 3.", "none", "The answer is 3."]
-    assert _plugin().reward(_ctx(solver_texts=texts)[0]).tolist()[4:] == [0.0] * 4
-    plain = _plugin(unanswered_votes=False).reward(_ctx(solver_texts=texts)[0]).tolist()[4:]
+    assert _plugin().reward(_ctx(solver_texts=texts)[0])[4:] == [0.0] * 4
+    plain = _plugin(unanswered_votes=False).reward(_ctx(solver_texts=texts)[0])[4:]
     assert plain == [0.0, 1.0, 0.0, 1.0]
 
 
