@@ -105,6 +105,14 @@ def test_a_problem_too_close_to_a_known_one_is_refused_also_within_a_round():
     assert len(known) == 3
 
 
+def test_the_index_gives_each_similarity_in_order_and_the_closest():
+    known = SimilarityIndex(["a b c d e f g h i j", "a b x y"])
+    # Against "a b c d": LCS 4 of 4 and 10 tokens (8/14); LCS 2 of 4 and 4 (4/8).
+    assert known.similarities("a b c d") == [8 / 14, 0.5]
+    assert known.closest("a b c d") == 8 / 14
+    assert SimilarityIndex().similarities("a b") == [] and SimilarityIndex().closest("a b") == 0.0
+
+
 def test_review_counts_every_reason():
     problems = ["Hi there", "Plot y = x squared now.", "- What is 2 + 2?", "What is 2 + 2?", "What is 2 + 2?"]
     kept, rejected = review(problems, SimilarityIndex(), SETTINGS)

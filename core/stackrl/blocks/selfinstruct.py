@@ -108,8 +108,12 @@ class SimilarityIndex:
         self._tokens.append(rouge_tokens(problem))
 
     def closest(self, problem: str) -> float:
+        return max(self.similarities(problem), default=0.0)
+
+    def similarities(self, problem: str) -> list[float]:
+        """The ROUGE-L of ``problem`` against each problem of the index, in the order they were added."""
         tokens = rouge_tokens(problem)
-        return max((rouge_l(tokens, known) for known in self._tokens), default=0.0)
+        return [rouge_l(tokens, known) for known in self._tokens]
 
 
 def review(problems: list[str], known: SimilarityIndex, settings: SelfInstructSettings) -> tuple[list[str], Counter]:
