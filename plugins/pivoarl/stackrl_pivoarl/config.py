@@ -30,6 +30,11 @@ class PivoarlConfig(OutcomeSettings):
     # every token, as plain GRPO (no credit split: the ablation). The pivot and the lines after it always keep the
     # failure's own advantage.
     prefix_credit: str = "retry"
+    # With pivot "self": the reflection is sampled (at the run's settings) and trained, packed into the failed
+    # attempt's row after the judge marker, its tokens credited by its implicit return, the mean success of the
+    # retries from the pivot it found (0 where it found none), against the group's other reflections. false: one
+    # greedy reflection, not trained.
+    reflection_return: bool = True
 
     def check(self):
         if self.pivot not in PIVOTS:

@@ -60,3 +60,31 @@ def pivotal_credit(advantages: torch.Tensor, mask: torch.Tensor, spans: list[lis
         out[row, :end] = credit
         changed += int(((out[row, :end] != before) & mask[row, :end].bool()).sum())
     return out, changed
+
+
+def reflection_returns(reflections: list, retry_of: list[int], success: list[bool], group_size: int):
+    """The implicit return of each trained reflection and its advantage against its group's other reflections.
+
+    ``reflections[i]``: the token span of row ``i``'s reflection, or ``None``; ``retry_of[i]``: the row retry row
+    ``i`` continues, else -1; ``success[i]``: whether row ``i`` reached the answer. A reflection's return is the share
+    of the retries continuing its row (from the pivot it found) that succeed, 0 where there are none (it found no
+    pivot, or none got a retry slot). Within a group, each return is centred on the mean of the group's reflections'
+    returns and divided by their standard deviation + 1e-4 (GRPO's); a reflection alone in its group gets 0.
+    Returns ``({row: return}, {row: advantage})``.
+    """
+    returns = {}
+    for row, span in enumerate(reflections):
+        if span is None:
+            continue
+        retries = [success[r] for r, source in enumerate(retry_of) if source == row]
+        returns[row] = sum(retries) / len(retries) if retries else 0.0
+    values = {}
+    for start in range(0, len(reflections), group_size):
+        rows = [r for r in returns if start <= r < start + group_size]
+        if len(rows) < 2:
+            values.update({r: 0.0 for r in rows})
+            continue
+        scores = torch.tensor([returns[r] for r in rows])
+        for r, value in zip(rows, ((scores - scores.mean()) / (scores.std() + 1e-4)).tolist()):
+            values[r] = value
+    return returns, values

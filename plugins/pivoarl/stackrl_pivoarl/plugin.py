@@ -18,16 +18,18 @@ import torch
 
 from stackrl import ConfigError, Plugin, Samples, hookimpl
 from stackrl.blocks.roles import reset_prompt, rows_of_groups, split_steps, text_prompt
-from stackrl.blocks.turns import NewlineTokens, line_spans
+from stackrl.blocks.turns import NewlineTokens, Trajectory, generate_turn, line_spans
 from stackrl.rewards import RESET, ROLE_COLUMN, SOLVE, reference_answers
-from stackrl.tasks import judge_prompt
+from stackrl.tasks import JUDGE_MARKER, judge_prompt
 from stackrl_pivoarl.config import PivoarlConfig
-from stackrl_pivoarl.credit import pivotal_credit
+from stackrl_pivoarl.credit import pivotal_credit, reflection_returns
 from stackrl_pivoarl.retries import assign, oracle_pivot, reflected_pivot, retry_slots
 
 PIVOT_COLUMN = "pivoarl_pivot"  # a failed first attempt's pivotal line (retried or not), a retry's: its source's; -1
 RETRY_OF_COLUMN = "pivoarl_retry_of"  # a retry row: the row of its group it continues (0-based in the group); -1
 PREFIX_COLUMN = "pivoarl_prefix"  # a retry row: the prefix it kept; "" otherwise
+REFLECTION_COLUMN = "pivoarl_reflection"  # a failed attempt's trained reflection: its token span; None otherwise
+ATTEMPT, REFLECTION = "attempt", "reflection"  # the segments of a failed attempt's row with a trained reflection
 
 
 class Pivoarl(Plugin):
@@ -64,7 +66,11 @@ class Pivoarl(Plugin):
         steps = [split_steps(a.text) for a in first]
         failed = [i for i, a in enumerate(first)
                   if answers[(i // tries) * size] is not None and not config.is_correct(a.text, answers[(i // tries) * size])]
-        pivots = self._pivots(prompts, first, steps, failed, tries, size, ctx)
+        reflected = {}  # a failed attempt's row with its trained reflection: (completion ids, loss mask, span)
+        if config.pivot == "self" and config.reflection_return:
+            pivots, reflected = self._reflected(first, steps, failed, ctx)
+        else:
+            pivots = self._pivots(prompts, first, steps, failed, tries, size, ctx)
         sources = [assign([pivots.get(g * tries + j) for j in range(tries)], slots) for g in range(groups)]
         again = []  # the retry rows' prompts: question + kept prefix, or the question for a fresh attempt
         prefixes = []
@@ -80,15 +86,24 @@ class Pivoarl(Plugin):
                 prefixes.append(prefix)
         second = ctx.generate(again)
         rows, roles, pivot_col, retry_of, prefix_col = [], [], [], [], []
+        completions, masks, spans = [], [], []
         for g in range(groups):
             for j in range(tries):
-                rows.append(first[g * tries + j])
+                i = g * tries + j
+                rows.append(first[i])
+                ids, mask, span = reflected.get(i, (first[i].completion_ids, None, None))
+                completions.append(ids)
+                masks.append(mask or [1] * len(ids))
+                spans.append(span)
                 roles.append(SOLVE)
                 pivot_col.append(pivots.get(g * tries + j, -1))
                 retry_of.append(-1)
                 prefix_col.append("")
             for s, j in enumerate(sources[g]):
                 rows.append(second[g * slots + s])
+                completions.append(second[g * slots + s].completion_ids)
+                masks.append([1] * len(completions[-1]))
+                spans.append(None)
                 roles.append(SOLVE if j is None else RESET)
                 pivot_col.append(-1 if j is None else pivots[g * tries + j])
                 retry_of.append(-1 if j is None else j)
@@ -102,11 +117,36 @@ class Pivoarl(Plugin):
         ctx.log("retry_rows", sum(r == RESET for r in roles) / len(roles))
         ctx.acted(len(retried), of=len(failed),
                   hint=f"no failed attempt had a pivot found (pivoarl.pivot {config.pivot!r})")
+        columns = {ROLE_COLUMN: roles, PIVOT_COLUMN: pivot_col, RETRY_OF_COLUMN: retry_of, PREFIX_COLUMN: prefix_col}
+        if reflected:
+            columns[REFLECTION_COLUMN] = spans
         return Samples(
-            completion_ids=[g.completion_ids for g in rows],
+            completion_ids=completions,
             prompt_ids=[g.prompt_ids for g in rows],  # a retry's: question + prefix, so its suffix alone trains
-            columns={ROLE_COLUMN: roles, PIVOT_COLUMN: pivot_col, RETRY_OF_COLUMN: retry_of, PREFIX_COLUMN: prefix_col},
+            columns=columns,
+            loss_mask=masks if reflected else None,  # the judge marker injected before a reflection is not trained
         )
+
+    def _reflected(self, first, steps, failed, ctx):
+        """Structured reflection that is trained: each failed attempt is followed by the judge marker and a sampled
+        reflection from those exact tokens; its pivot is the line the reflection's check stops at. Returns the pivots
+        and, by attempt, the packed row: completion ids, loss mask, the reflection's token span."""
+        marker = ctx.tokenizer("\n" + JUDGE_MARKER + "\n", add_special_tokens=False)["input_ids"]
+        rows = []
+        for i in failed:
+            row = Trajectory(first[i].prompt_ids)
+            row.add(ATTEMPT, first[i].completion_ids, first[i].text, ctx.eos_token_ids)
+            row.inject(marker)
+            rows.append(row)
+        replies = generate_turn(rows, REFLECTION, ctx) if rows else []
+        pivots, packed = {}, {}
+        for i, row, reply in zip(failed, rows, replies):
+            ids, mask, segments = row.packed()
+            packed[i] = (ids, mask, (segments[-1].start, segments[-1].end))
+            pivot = reflected_pivot(reply.text, steps[i])
+            if pivot is not None:
+                pivots[i] = pivot
+        return pivots, packed
 
     def _pivots(self, prompts, first, steps, failed, tries, size, ctx) -> dict[int, int]:
         """The pivotal line of each failed first attempt that has one, by the attempt's index in ``first``."""
@@ -134,6 +174,15 @@ class Pivoarl(Plugin):
         mask = rollout.completion_mask()
         out, changed = pivotal_credit(advantages, mask, spans, pivots, retry_of, self.config.prefix_credit)
         ctx.log("prefix_tokens", changed / max(int(mask.sum()), 1))
+        if REFLECTION_COLUMN in rollout.columns:
+            reflections = rollout.columns[REFLECTION_COLUMN]
+            success = (rollout.rewards[self.config.metric] >= 1).tolist()
+            returns, values = reflection_returns(reflections, retry_of, success, size)
+            for row, value in values.items():
+                start, end = reflections[row]
+                out[row, start:end] = value
+            if returns:
+                ctx.log("reflection_return", sum(returns.values()) / len(returns))
         return out
 
     @hookimpl

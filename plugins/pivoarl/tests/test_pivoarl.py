@@ -92,7 +92,10 @@ class ScriptedPolicy:
         self.replies = {p: itertools.cycle(t) for p, t in replies.items()}
         self.asked: list[tuple[list, dict]] = []
 
+    eos_token_ids = [9]
+
     def generate(self, prompts, model="policy", caller=None, **sampling):
+        prompts = [p if isinstance(p, str) else "".join(map(chr, p)) for p in prompts]
         self.asked.append((list(prompts), sampling))
         out = []
         for p in prompts:
@@ -101,8 +104,16 @@ class ScriptedPolicy:
         return out
 
 
+class CharTokenizer:
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids):
+        return "".join(map(chr, ids))
+
+
 def _sample(policy, size=4, groups=1, answers=("13",), **settings):
-    ctx = SampleContext(step=0, tokenizer=None, policy=policy, _log=lambda *_: None, _plugin="pivoarl",
+    ctx = SampleContext(step=0, tokenizer=CharTokenizer(), policy=policy, _log=lambda *_: None, _plugin="pivoarl",
                         rollout_columns={"answer": [a for a in answers for _ in range(size)]}, group_size=size)
     plugin = make_plugin("pivoarl", **settings)
     prompts = [QUESTION] * size if groups == 1 else [q for q in (QUESTION, "Q2\n") for _ in range(size)]
@@ -147,14 +158,39 @@ def test_the_self_pivot_asks_the_policy_to_judge_each_failure_greedily():
     judged = judge_prompt(QUESTION, WRONG)
     policy = ScriptedPolicy({QUESTION: [RIGHT, WRONG], judged: ["3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 15 no\nVerdict: wrong"],
                              QUESTION + PREFIX: [SUFFIX_RIGHT]})
-    _, samples = _sample(policy, pivot="self")
+    _, samples = _sample(policy, pivot="self", reflection_return=False)
     assert policy.asked[1] == ([judged], {"do_sample": False})
     assert samples.columns["pivoarl_prefix"][2:] == [PREFIX, PREFIX]
+    assert samples.loss_mask is None and "pivoarl_reflection" not in samples.columns  # not trained
 
 
-class CharTokenizer:
-    def decode(self, ids):
-        return "".join(map(chr, ids))
+def test_a_trained_reflection_follows_the_failure_in_its_row_sampled_from_its_exact_tokens():
+    from stackrl.tasks import judge_prompt
+
+    reply = "3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 15 no\nVerdict: wrong"
+    judged = judge_prompt(QUESTION, WRONG)
+    policy = ScriptedPolicy({QUESTION: [RIGHT, WRONG], judged: [reply], QUESTION + PREFIX: [SUFFIX_RIGHT]})
+    _, samples = _sample(policy, pivot="self")
+    assert policy.asked[1] == ([judged], {}), "sampled at the run's settings, from the attempt and the marker"
+    row = "".join(map(chr, samples.completion_ids[1]))
+    assert row == WRONG + "\nCheck:\n" + reply
+    marker = len(WRONG), len(WRONG) + len("\nCheck:\n")
+    assert samples.loss_mask[1] == [1] * marker[0] + [0] * (marker[1] - marker[0]) + [1] * len(reply)
+    assert samples.columns["pivoarl_reflection"] == [None, (marker[1], len(row)), None, None]
+    assert samples.columns["pivoarl_prefix"][2:] == [PREFIX, PREFIX]  # retried from the line it marked
+    assert samples.loss_mask[0] == [1] * len(RIGHT) and samples.completion_ids[0] == [ord(c) for c in RIGHT]
+
+
+def test_a_reflection_returns_its_retries_success_against_the_groups_other_reflections():
+    from stackrl_pivoarl.credit import reflection_returns
+
+    # rows 0 and 1 failed and reflected; 2 and 3 retry row 0 (one succeeds), none retries row 1 (no pivot found)
+    returns, values = reflection_returns([(0, 1), (0, 1), None, None], [-1, -1, 0, 0], [False, False, True, False], 4)
+    assert returns == {0: 0.5, 1: 0.0}
+    spread = torch.tensor([0.5, 0.0]).std().item()
+    assert values[0] == pytest.approx(0.25 / (spread + 1e-4)) and values[1] == pytest.approx(-0.25 / (spread + 1e-4))
+    _, alone = reflection_returns([(0, 1), None, None, None], [-1, 0, 0, -1], [False, True, True, False], 4)
+    assert alone == {0: 0.0}  # no other reflection to compare with
 
 
 def _advantage_context(completions, columns, advantages, size=4):
@@ -182,6 +218,26 @@ def test_the_hook_credits_the_failures_prefix_lines_and_leaves_its_suffix_negati
     assert logged["pivoarl/prefix_tokens"] == pytest.approx(cut / int(mask.sum()))
 
 
+def test_the_hook_credits_a_trained_reflection_by_its_return():
+    reply = "3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 15 no\nVerdict: wrong"
+    failed = WRONG + "\nCheck:\n" + reply
+    span = (len(failed) - len(reply), len(failed))
+    columns = {"role": [SOLVE, SOLVE, RESET, RESET], "pivoarl_pivot": [1, 1, 1, 1],
+               "pivoarl_retry_of": [-1, -1, 1, 1], "pivoarl_prefix": ["", "", PREFIX, PREFIX],
+               "pivoarl_reflection": [span, span, None, None]}
+    advantages = torch.tensor([-0.5, -0.5, 1.5, -0.5])
+    ctx, logged = _advantage_context([failed, failed, SUFFIX_RIGHT, SUFFIX_WRONG], columns, advantages)
+    ctx.rollout.rewards = {"exact_match": torch.tensor([0.0, 0.0, 1.0, 0.0])}
+    out = make_plugin("pivoarl", pivot="self").reshape_advantages(advantages, ctx)
+    spread = torch.tensor([0.0, 0.5]).std().item()
+    # row 1's reflection led to retries that succeed half the time, row 0's to none
+    assert out[1, span[0]:span[1]].tolist() == pytest.approx([0.25 / (spread + 1e-4)] * len(reply))
+    assert out[0, span[0]:span[1]].tolist() == pytest.approx([-0.25 / (spread + 1e-4)] * len(reply))
+    assert out[1, :len(PREFIX)].tolist() == pytest.approx([0.5] * len(PREFIX))  # its prefix: its retries' mean
+    assert out[1, len(PREFIX):span[0]].tolist() == [-0.5] * (span[0] - len(PREFIX))  # the failure's own
+    assert logged["pivoarl/reflection_return"] == pytest.approx(0.25)
+
+
 def test_the_hook_stands_aside_on_a_rollout_it_did_not_generate():
     ctx, _ = _advantage_context([RIGHT] * 4, {"role": [SOLVE] * 4}, torch.zeros(4))
     assert make_plugin("pivoarl").reshape_advantages(torch.zeros(4), ctx) is None
@@ -191,9 +247,9 @@ def _run(make_config, **settings):
     config = make_config(
         ["pivoarl"],
         model={"name_or_path": "stackrl/arith-tiny"},
-        data={"options": {"categories": ["3 steps, 2-digit"]}},
+        data={"options": {"categories": ["4 steps, 1-digit", "3 steps, 2-digit"]}},
         pivoarl=settings,
-        trainer={"per_device_train_batch_size": 12, "num_generations": 4, "max_completion_length": 40},
+        trainer={"per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 40},
     )
     return train_steps(config, steps=1)
 
