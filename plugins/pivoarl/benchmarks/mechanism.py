@@ -92,7 +92,8 @@ def measure(seed: int, folder: Path, overrides=(), fresh_samples: int = 8) -> di
             prefix.append(change[:cut].mean().item())
         suffix.append(change[cut:].mean().item())
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
-    return {"verbatim": mean([float(v) for v in verbatim]), "retry": mean([float(reward[i] >= 1) for i in retries]), "fresh": mean(fresh),
+    return {"verbatim": mean([float(v) for v in verbatim]), "retry": mean([float(reward[i] >= 1) for i in retries]),
+            "fresh": mean(fresh),
             "prefix": mean(prefix), "suffix": mean(suffix), "retried": len(sources), "with_prefix": len(prefix)}
 
 

@@ -64,8 +64,9 @@ class Pivoarl(Plugin):
                                     purpose="tell failed first attempts by")
         first = ctx.generate([prompts[g * size] for g in range(groups) for _ in range(tries)])
         steps = [split_steps(a.text) for a in first]
+        answer_of = [answers[(i // tries) * size] for i in range(len(first))]  # each first attempt's reference
         failed = [i for i, a in enumerate(first)
-                  if answers[(i // tries) * size] is not None and not config.is_correct(a.text, answers[(i // tries) * size])]
+                  if answer_of[i] is not None and not config.is_correct(a.text, answer_of[i])]
         reflected = {}  # a failed attempt's row with its trained reflection: (completion ids, loss mask, span)
         if config.pivot == "self" and config.reflection_return:
             pivots, reflected = self._reflected(first, steps, failed, ctx)

@@ -156,7 +156,8 @@ def test_the_self_pivot_asks_the_policy_to_judge_each_failure_greedily():
     from stackrl.tasks import judge_prompt
 
     judged = judge_prompt(QUESTION, WRONG)
-    policy = ScriptedPolicy({QUESTION: [RIGHT, WRONG], judged: ["3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 15 no\nVerdict: wrong"],
+    reply = "3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 15 no\nVerdict: wrong"
+    policy = ScriptedPolicy({QUESTION: [RIGHT, WRONG], judged: [reply],
                              QUESTION + PREFIX: [SUFFIX_RIGHT]})
     _, samples = _sample(policy, pivot="self", reflection_return=False)
     assert policy.asked[1] == ([judged], {"do_sample": False})
