@@ -21,6 +21,8 @@ from __future__ import annotations
 import random
 import re
 
+from stackrl.answers import answer_after_phrase
+
 __all__ = [
     "CORRECT",
     "DIFFERENT",
@@ -33,6 +35,7 @@ __all__ = [
     "WRONG",
     "checked_retry_prompt",
     "compare_line",
+    "first_wrong_line",
     "judge_prompt",
     "judge_reply",
     "judged_wrong_step",
@@ -171,6 +174,33 @@ def redone_step(reply: str, steps: int) -> tuple[int, str] | None:
         return index, worked
     if re.fullmatch(r"-?\d+", worked):
         return index, f"The answer is {worked}."
+    return None
+
+
+_CHECKED_STEP = re.compile(r"^\s*(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
+
+
+def first_wrong_line(steps: list[str], rng=None) -> int | None:
+    """The first line of an attempt (its lines, as ``str.splitlines`` cuts them) that is wrong in itself: a step
+    ``a op b = c`` whose result is not ``a op b``, a final "The answer is X." that is not the last step's result, or
+    a line that is neither: what a programmatic checker of the task finds, with no model asked.
+
+    ``None`` when every line holds (the attempt went wrong by its choice of operands, which no single line shows).
+    ``rng`` is unused: the signature is a reset chooser's (:data:`stackrl.blocks.roles.ResetChooser`).
+    """
+    last = None
+    for index, line in enumerate(steps):
+        step = _CHECKED_STEP.match(line)
+        if step is not None:
+            a, op, b, result = int(step[1]), step[2], int(step[3]), int(step[4])
+            if _apply(a, op, b) != result:
+                return index
+            last = result
+            continue
+        answer = answer_after_phrase(line)
+        if answer is None or answer != str(last):
+            return index
+        return None
     return None
 
 
