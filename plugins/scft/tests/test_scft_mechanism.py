@@ -1,5 +1,5 @@
-"""SCFT + RLERR on the built-in judging model (stackrl/arith-skills), short: one step of the CPU recipe with its
-phase at the end of it. The phase trains only critiques that end right with a true verdict, never the answer they
+"""SCFT + RLERR on the built-in judging model (stackrl/arith-skills), short: one step of the CPU recipe (64 rows) with
+its phase at the end of it. The phase trains only critiques that end right with a true verdict, never the answer they
 critique; the reflection reward alone pays a critique that corrects a wrong answer above one that does not, and a true
 verdict above a false one. The held-out critique trajectory after training, against plain GRPO, comes from
 benchmarks/mechanism.py."""
@@ -24,7 +24,7 @@ RECIPE = PLUGIN.parents[1] / "configs" / "recipes" / "scft-cpu.yaml"
 def test_the_phase_trains_true_critiques_only_and_the_reward_pays_the_correction(tmp_path):
     trainer = build_trainer(recipe_config(RECIPE, plugins=True, seed=0, steps=1, output_dir=tmp_path, overrides=[
         "trainer.disable_tqdm=true", "trainer.per_device_train_batch_size=64", "scft.every=1",
-        "scft.rl_after_phase=false", "scft.confirm_per_fix=null", "scft.outcome_weight=0.0"]))
+        "scft.rl_after_phase=false", "scft.confirm_per_fix=null", "scft.outcome_weight=0.0", "scft.locate=false"]))
     phases = []
 
     def watched(plugin, name, contexts, completion_ids, **options):  # the host's phase, watched
@@ -59,12 +59,12 @@ def test_the_phase_trains_true_critiques_only_and_the_reward_pays_the_correction
 
     def mean(*case) -> float:
         values = by_case.get(case, [])
-        assert len(values) >= 3, f"too few rows {case}: {counts}"
+        assert len(values) >= 2, f"too few rows {case}: {counts}"
         return sum(values) / len(values)
 
-    # The reflection reward alone (outcome_weight 0). A wrong answer found wrong: the critique that corrects it is
-    # paid above the one that does not (0.7 where its check stopped at the wrong line, else 0.4, against 0.4) ...
-    assert mean(False, False, True) > mean(False, False, False) + 0.1, counts
+    # The reflection reward alone (outcome_weight 0, any stop line counting). A wrong answer found wrong: the critique
+    # that corrects it is paid above the one that does not (0.7 against 0.4) ...
+    assert mean(False, False, True) > mean(False, False, False) + 0.2, counts
     # ... which is paid above a false "correct" (P1: 0.1), as a false "wrong" to a right answer is below a true "correct".
     assert mean(False, False, False) > mean(False, True, False) + 0.2, counts
     assert mean(True, True, True) > mean(True, False, True) + 0.5, counts
