@@ -5,7 +5,7 @@ A run of configs/recipes/eva-cpu.yaml. A monitor keeps every group the plugin re
 rewards) and, after each creator round, the rows the round added with their parents. From the groups it computes
 each row's regret by hand (`eva.regret` of the row's latest group since the last round) and the
 parents a top choice must make (`eva.select=top`): `parents_match` is the share of rounds whose parents are exactly
-those. `own_parent` is the mean ROUGE-L of a variant to its own parent, `other_parent` to the round's other parents;
+those, `from_parent` the share of variants written in reply to a request that showed their own parent. `own_parent` is the mean ROUGE-L of a variant to its own parent, `other_parent` to the round's other parents;
 `same_category` the share of variants of the task's form in their parent's category, `other_category` in the other
 parents'. `informative` is the share of the evolved rows' groups with a regret above 0, `dataset_informative` of the
 dataset rows' groups. Then held-out greedy accuracy after training, against plain GRPO at equal steps.
@@ -23,6 +23,7 @@ from stackrl.blocks.selfinstruct import rouge_l
 from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import read_problem
 from stackrl.testing.heldout import greedy_accuracy, recipe_config
+from stackrl_eva.creator import first_problem
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "eva-cpu.yaml"
 
@@ -46,6 +47,20 @@ class Rounds:
         self.rounds: list[dict] = []  # step, expected (hand-made top parents), chosen, variants {row: parent}
         self._since: dict[int, float] = {}  # row -> hand regret, since the last round
         self._known: set[int] = set()
+        self._asked: list[tuple[str, str]] = []  # this round's (request, reply)
+
+    def watch(self, trainer) -> None:
+        """Follow ``trainer``'s eva: its requests for variants and the replies, as they are written."""
+        self.trainer = trainer
+        eva = trainer.plugins.plugins["eva"]
+        write = eva.generate
+
+        def recorded(ctx, prompts, **sampling):
+            replies = write(ctx, prompts, **sampling)
+            self._asked += [(prompt, reply.text) for prompt, reply in zip(prompts, replies)]
+            return replies
+
+        eva.generate = recorded
 
     def __call__(self, hook, plugin, kwargs, result):
         if hook != "post_step" or plugin != "eva":
@@ -64,15 +79,24 @@ class Rounds:
             return
         scored = list(self._since.items())
         count = math.ceil(config.select_frac * len(scored)) if scored else 0
-        low = min((r for _, r in scored), default=0.0)
-        ranked = sorted([(row, r) for row, r in scored if r > low], key=lambda item: -item[1])
+        low, high = min((r for _, r in scored), default=0.0), max((r for _, r in scored), default=0.0)
+        floor = low if high > low else 0.0  # the lowest of several weighs 0; where all are alike, a regret of 0
+        ranked = sorted([(row, r) for row, r in scored if r > floor], key=lambda item: -item[1])
         new = {row: parent for row, parent in eva.parents.items() if row not in self._known}
         self._known.update(new)
+        texts = {row: ctx.pool.row(row)[config.problem_column].strip() for row in [*new, *new.values()]}
+        # The request each variant answered: the one whose reply's first problem it is.
+        shown = {}
+        for request, reply in self._asked:
+            problem = first_problem(reply, ctx.pool.chat)
+            if problem is not None:
+                shown.setdefault(problem, request.splitlines()[-2].removeprefix("1. "))
         self.rounds.append({"step": ctx.step, "expected": sorted(row for row, _ in ranked[:count]),
-                            "chosen": sorted(eva.chosen), "variants": new,
-                            "texts": {row: ctx.pool.row(row)[config.problem_column].strip() for row in
-                                      [*new, *new.values()]}})
-        self._since = {}
+                            "chosen": sorted(eva.chosen), "variants": new, "texts": texts,
+                            "shown": {row: shown.get(texts[row]) for row in new},
+                            "requests": sorted(request.splitlines()[-2].removeprefix("1. ")
+                                               for request, _ in self._asked)})
+        self._since, self._asked = {}, []
 
     def figures(self) -> dict[str, float]:
         def mean(values):
@@ -104,6 +128,8 @@ class Rounds:
             "rounds": len(self.rounds), "variants": len(evolved),
             "parents": mean([len(r["chosen"]) for r in self.rounds]),
             "parents_match": mean([r["chosen"] == r["expected"] for r in self.rounds]),
+            "from_parent": mean([r["shown"][row] == r["texts"][parent] for r in self.rounds
+                                 for row, parent in r["variants"].items()]),
             "own_parent": mean(own), "other_parent": mean(other),
             "same_category": mean(same), "other_category": mean(other_same),
             "informative": mean(informative), "dataset_informative": mean(dataset),
@@ -119,7 +145,8 @@ def run(seed: int = 0, steps: int = 24, method: str = "eva", overrides=(), heldo
         config = recipe_config(RECIPE, plugins=method == "eva", seed=seed, steps=steps, output_dir=out,
                                overrides=settings)
         trainer = build_trainer(config, monitor=rounds if method == "eva" else None)
-        rounds.trainer = trainer
+        if method == "eva":
+            rounds.watch(trainer)
         trainer.train()
         figures = {"accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)} if heldout else {}
     return ({**figures, **rounds.figures()} if method == "eva" else figures), rounds
@@ -132,7 +159,7 @@ def main():
     args = parser.parse_args()
     compare(args, args.methods,
             lambda method, seed, folder: run(seed, args.steps, method, args.overrides, args.eval_size)[0],
-            figures=("accuracy", "rounds", "variants", "parents", "parents_match", "own_parent", "other_parent",
+            figures=("accuracy", "rounds", "variants", "parents", "parents_match", "from_parent", "own_parent", "other_parent",
                      "same_category", "other_category", "informative", "dataset_informative"))
 
 
