@@ -31,8 +31,11 @@ def evolve_request(parent: str, chat: bool, system_prompt: Optional[str] = None,
 
 
 def first_problem(text: str, chat: bool) -> Optional[str]:
-    """The first problem of a reply to :func:`evolve_request` (a text reply continues the open number)."""
+    """The first problem of a reply to :func:`evolve_request`: a text reply continues the open number; a chat reply
+    is its first numbered item, or the whole reply where it numbers none."""
     items = parse_problems(text, continued=not chat)
+    if chat and not items:
+        items = [" ".join(text.split())] if text.strip() else []
     return items[0] if items else None
 
 

@@ -14,6 +14,7 @@ import torch
 from stackrl import ConfigError, Plugin, PluginError, hookimpl
 from stackrl.blocks.selfinstruct import REJECTIONS, SelfInstructSettings
 from stackrl.blocks.selfplay import common_ending
+from stackrl.tasks.posing import REQUEST
 
 from stackrl_eva.creator import LABELS, UNVERIFIED, evolve_request, first_problem, keep_variants
 from stackrl_eva.regret import REGRETS, SELECTIONS, choose_parents, group_regret, mix_weight
@@ -39,6 +40,7 @@ class EvaConfig:
         default_factory=lambda: {"do_sample": True, "temperature": 0.88, "top_p": 1.0, "max_new_tokens": 512})
     problem_column: str = "question"  # the dataset column of a prompt's problem; variants get it
     system_prompt: Optional[str] = None  # before the request (a chat's system message)
+    request: str = REQUEST  # the words before the listed parent (the pose request the built-in model learnt)
     # The self-instruction rules a variant must pass (stackrl.blocks.selfinstruct.review): word counts, and the
     # ROUGE-L above which it repeats a problem of the pool (0.99: repeats only; the authors filter none).
     min_words: int = 4
@@ -149,7 +151,7 @@ class Eva(Plugin):
             raise PluginError(f"eva.problem_column: row {missing[0]} of the pool has no '{config.problem_column}' "
                               f"to evolve at step {ctx.step}; its columns: {', '.join(sorted(pool.row(missing[0])))}")
         asked = [p for p in parents for _ in range(config.variants)]
-        requests = [evolve_request(texts[p].strip(), pool.chat, config.system_prompt) for p in asked]
+        requests = [evolve_request(texts[p].strip(), pool.chat, config.system_prompt, config.request) for p in asked]
         replies = [g.text for g in self.generate(ctx, requests, **config.sampling)] if requests else []
         candidates = [(p, problem) for p, text in zip(asked, replies)
                       if (problem := first_problem(text, pool.chat)) is not None]

@@ -76,7 +76,8 @@ def test_the_request_lists_the_parent_alone_and_the_reply_gives_one_variant():
     assert chat[0] == {"role": "system", "content": "Write problems."} and chat[1]["content"].endswith("2.")
     assert first_problem(" What is 4 + 5?\n3. What is 6 + 7?\n", chat=False) == "What is 4 + 5?"
     assert first_problem("2. What is 4 + 5?\n3. What is 6 + 7?", chat=True) == "What is 4 + 5?"
-    assert first_problem("   \n", chat=False) is None
+    assert first_problem("A new problem:  what is 6 + 7?", chat=True) == "A new problem: what is 6 + 7?"
+    assert first_problem("   \n", chat=False) is None and first_problem("", chat=True) is None
 
 
 def test_variants_pass_the_rules_and_the_verifier():
