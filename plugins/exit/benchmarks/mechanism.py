@@ -47,20 +47,24 @@ def variance(rewards: list[float]) -> float:
     return sum((r - mean) ** 2 for r in rewards) / len(rewards)
 
 
-def task_figures(groups: list[tuple], added: list[tuple[int, str]], max_depth: int, size: int) -> dict:
+def task_figures(groups: list[tuple], added: list[tuple[int, str]], max_depth: int) -> dict:
     """``added``: (step, prompt) of each task the plugin added. The figures above, from the groups seen."""
     by_step: dict[int, list[tuple]] = {}
     for group in groups:
         by_step.setdefault(group[0], []).append(group)
-    top = shown = 0
+    parents: dict[int, list[tuple]] = {}  # step -> the groups that gave its tasks
+    shown = 0
     for step, prompt in added:
         batch = by_step[step]
-        parents = [g for g in batch if prompt in {g[2] + c + RETRY for c in g[3]}]
-        shown += bool(parents)
+        shown += any(prompt == g[2] + c + RETRY for g in batch for c in g[3])
         # the group it grew from: the one whose prompt it extends (the longest, should two share a start)
         parent = max((g for g in batch if prompt.startswith(g[2])), key=lambda g: len(g[2]), default=None)
-        eligible = [variance(g[4]) for g in batch if g[2].count(RETRY) < max_depth]
-        top += parent is not None and variance(parent[4]) > 0 and variance(parent[4]) >= max(eligible)
+        parents.setdefault(step, []).append(parent)
+    top = 0
+    for step, chosen in parents.items():
+        # a task is from the top when its group varied, and at least as much as every eligible group that gave none
+        others = [variance(g[4]) for g in by_step[step] if g[2].count(RETRY) < max_depth and g not in chosen]
+        top += sum(g is not None and 0 < variance(g[4]) >= max(others, default=0.0) for g in chosen)
     tasks = [g for g in groups if RETRY in g[2]]
     problems = [g for g in groups if RETRY not in g[2]]
     spread = lambda found: sum(variance(g[4]) > 0 for g in found) / len(found) if found else float("nan")  # noqa: E731
@@ -85,9 +89,8 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=(), evaluate
     figures = {}
     if method == "exit":
         lines = (Path(config.host.output_dir) / "pool_added.jsonl").read_text().splitlines()
-        added = [(entry["step"], trainer.pool.row(entry["id"])["prompt"]) for entry in map(json.loads, lines)]
-        figures = task_figures(monitor.groups, added, config.host.plugin_configs["exit"].max_depth,
-                               trainer.args.num_generations)
+        added = [(entry["step"], entry["row"]["prompt"]) for entry in map(json.loads, lines)]
+        figures = task_figures(monitor.groups, added, config.plugin_configs["exit"].max_depth)
     if evaluate_after:
         figures.update(self_correction(trainer.model, trainer.processing_class, config))
     return figures

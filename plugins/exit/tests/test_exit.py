@@ -13,7 +13,6 @@ from stackrl.pool import POOL_ROW, Pool, PoolAccess
 from stackrl.run import validate
 from stackrl.tasks import retry_prompt
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import StopAt, train_steps
 from stackrl_exit import Exit, ExitConfig, draw_weights, learnability, most_learnable, overflow, self_iteration_prompt
 
 
@@ -156,22 +155,23 @@ def test_it_acts_once_per_generation_batch():
     assert acted == [(1, 2)]
 
 
-def test_a_resumed_run_matches_an_uninterrupted_one(make_config, tmp_path):
-    """Stopped after step 2 and resumed, a run holds the buffer an uninterrupted one holds, draws the same rows and
-    ends with the same weights: the buffer's scores and depths ride in the checkpoint."""
-    trainer = {"per_device_train_batch_size": 16, "max_completion_length": 48, "max_steps": 4,
-               "save_strategy": "steps", "save_steps": 2}
-    sections = dict(model={"name_or_path": "stackrl/arith-tiny"}, data={"size": 8}, trainer=trainer,
-                    exit={"per_batch": 2})
+def test_the_buffer_survives_a_checkpoint_and_a_resumed_plugin_continues_as_an_uninterrupted_one(tmp_path):
+    """The plugin's state and the pool's, saved after step 1 (``torch.load(weights_only=True)``) and restored into a
+    fresh plugin and pool, give at step 2 the buffer, rows and weights an uninterrupted run has: the buffered
+    tasks' scores and depths ride in the checkpoint (a fresh plugin would neither re-score nor retire them)."""
+    batch_1 = ([0, 1, 2, 3], [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1]])
+    batch_2 = ([4, 5, 0], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+    pool, plugin = _pool(), Exit()
+    _step(plugin, pool, 1, *batch_1)
+    torch.save({"plugin": plugin.state_dict(), "pool": pool.state_dict()}, tmp_path / "checkpoint.pt")
+    _step(plugin, pool, 2, *batch_2)
 
-    def run(name, **how):
-        return train_steps(make_config(["exit"], output_dir=str(tmp_path / name), **sections), **how)
-
-    straight = run("straight")
-    first = run("resumed", callbacks=[StopAt(2)]).plugins.plugins["exit"].state_dict()
-    assert first["rows"], f"nothing to carry across the resume: {first}"
-    resumed = run("resumed", resume=True)
-    assert resumed.plugins.plugins["exit"].state_dict() == straight.plugins.plugins["exit"].state_dict()
-    pool, want_pool = resumed.pool.state_dict(), straight.pool.state_dict()
-    assert torch.equal(pool.pop("generator"), want_pool.pop("generator"))
-    assert pool == want_pool
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    resumed_pool, resumed = _pool(), Exit()
+    resumed_pool.load_state_dict(saved["pool"])
+    resumed.load_state_dict(saved["plugin"])
+    _step(resumed, resumed_pool, 2, *batch_2)
+    assert resumed.state_dict() == plugin.state_dict()
+    assert 4 not in resumed.buffer and resumed_pool.stats(4).retired  # its group agreed at step 2
+    assert [resumed_pool.stats(row).weight for row in range(len(pool))] == [pool.stats(row).weight for row in range(len(pool))]
+    assert [resumed_pool.row(row) for row in range(len(pool))] == [pool.row(row) for row in range(len(pool))]
