@@ -60,6 +60,8 @@ class Exit(Plugin):
             return
         self.batches_seen = ctx.pool.batches
         config, rollout, size = self.config, ctx.rollout, ctx.rollout.group_size
+        # A task another plugin retired (a dataset switch) leaves the buffer.
+        self.buffer = {row: task for row, task in self.buffer.items() if not ctx.pool.stats(row).retired}
         rewards = rollout.rewards[config.reward]
         drawn = ctx.pool.last_batch
         scores = [learnability(rewards[g * size : (g + 1) * size]) for g in range(len(drawn))]

@@ -175,3 +175,11 @@ def test_the_buffer_survives_a_checkpoint_and_a_resumed_plugin_continues_as_an_u
     assert 4 not in resumed.buffer and resumed_pool.stats(4).retired  # its group agreed at step 2
     assert [resumed_pool.stats(row).weight for row in range(len(pool))] == [pool.stats(row).weight for row in range(len(pool))]
     assert [resumed_pool.row(row) for row in range(len(pool))] == [pool.row(row) for row in range(len(pool))]
+
+
+def test_a_task_another_plugin_retired_leaves_the_buffer():
+    pool, plugin = _pool(), Exit()
+    _step(plugin, pool, 1, [0, 1], [[1, 0, 0, 0], [1, 1, 0, 0]])
+    pool.retire([4], "other", 1)
+    _step(plugin, pool, 2, [2], [[1, 1, 1, 1]])
+    assert sorted(plugin.buffer) == [5] and pool.stats(5).weight == 1.0
