@@ -51,7 +51,9 @@ def advantage_figures(rollout, is_correct) -> dict:
     for i, segments in enumerate(rollout.columns["segments"]):
         answers, checks = truths(segments, rollout.columns["answer"][i], is_correct)
         for segment, right in zip([s for s in segments if s.kind == "verify"], checks):
-            advantage = rollout.advantages[i, segment.start].item()  # a segment's tokens share one
+            # a segment's tokens share one; a per-row advantage (the outcome level) covers every token
+            per_row = rollout.advantages.dim() == 1
+            advantage = (rollout.advantages[i] if per_row else rollout.advantages[i, segment.start]).item()
             groups["right" if right else "wrong"].append(advantage)
             if right != answers[-1]:
                 groups["right_final_wrong" if right else "wrong_final_right"].append(advantage)
