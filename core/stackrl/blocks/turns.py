@@ -279,6 +279,25 @@ def verifier_figures(correct: Sequence[bool], verdicts: Sequence) -> dict[str, f
     return figures
 
 
+def log_revisions(ctx, kinds, outcomes, answers, right, *, right_key: str, revised_key: str) -> list[list[bool]]:
+    """Log what a verify-then-revise loop did with its rows (``kinds``/``outcomes`` as :func:`judged_turns` gives
+    them, ``answers`` each row's answers judged in turn, ``right`` each row's verdicts judged against the answers
+    they check): the first verdict as a classifier of the first answer (``verify_<figure>``), the share of right
+    verdicts (``right_key``), the share of rows answered again (``revised_key``) and how their last answer changed
+    on their first (``<revised_key>_<transition>``). Returns the rows answered again."""
+    first_verdicts = [next((o for k, o in zip(ks, out) if k == VERIFY), None) for ks, out in zip(kinds, outcomes)]
+    for name, value in verifier_figures([a[0] for a in answers], first_verdicts).items():
+        ctx.log(f"verify_{name}", value)
+    judged = [r for row in right for r in row]
+    if judged:
+        ctx.log(right_key, sum(judged) / len(judged))
+    revised = [a for a in answers if len(a) > 1]
+    ctx.log(revised_key, len(revised) / len(answers))
+    for name, value in transitions([a[0] for a in revised], [a[-1] for a in revised]).items():
+        ctx.log(f"{revised_key}_{name}", value)
+    return revised
+
+
 def segment_advantages(
     values: Sequence[Sequence[float]], segments: Sequence[Sequence[Segment]], group_size: int, width: int
 ) -> torch.Tensor:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.roles import broadcast_segments
 from stackrl.blocks.turns import (
-    ANSWER, SEGMENTS_COLUMN, VERIFY, final_answer_rewards, judged_turns, packed_samples, transitions,
-    verifier_figures, verify_then_revise,
+    ANSWER, SEGMENTS_COLUMN, VERIFY, final_answer_rewards, judged_turns, log_revisions, packed_samples,
+    verify_then_revise,
 )
 from stackrl.plugin import training_only
 from stackrl_s2r.config import S2rConfig
@@ -61,19 +61,10 @@ class S2r(Plugin):
         kinds, outcomes, rewards = self.turns(rollout)
         answers = [[bool(o) for k, o in zip(ks, os) if k == ANSWER] for ks, os in zip(kinds, outcomes)]
         checks = [[r > 0 for k, r in zip(ks, rs) if k == VERIFY] for ks, rs in zip(kinds, rewards)]
-        first_verdicts = [next((o for k, o in zip(ks, os) if k == VERIFY), None) for ks, os in zip(kinds, outcomes)]
-        for name, value in verifier_figures([a[0] for a in answers], first_verdicts).items():
-            ctx.log(f"verify_{name}", value)
-        every_check = [c for row in checks for c in row]
-        if every_check:
-            ctx.log("verify_right", sum(every_check) / len(every_check))
-        corrected = [a for a in answers if len(a) > 1]
-        ctx.log("corrected", len(corrected) / len(answers))
+        corrected = log_revisions(ctx, kinds, outcomes, answers, checks, right_key="verify_right",
+                                  revised_key="corrected")
         ctx.acted(len(corrected), of=len(answers),
                   hint=f"no self-verification said wrong within s2r.answers {self.config.answers}")
-        if corrected:
-            for name, value in transitions([a[0] for a in corrected], [a[-1] for a in corrected]).items():
-                ctx.log(f"corrected_{name}", value)
         # The component is the final answer's correctness; the advantages are the plugin's (estimate_advantages).
         return final_answer_rewards(ctx, answers, first="first_answer_correct")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from stackrl import Plugin, hookimpl
 from stackrl.blocks.turns import (
-    ANSWER, SEGMENTS_COLUMN, VERIFY, final_answer_rewards, judged_turns, packed_samples, transitions,
-    verdicts_right, verifier_figures, verify_then_revise,
+    ANSWER, SEGMENTS_COLUMN, final_answer_rewards, judged_turns, log_revisions, packed_samples, verdicts_right,
+    verify_then_revise,
 )
 from stackrl.plugin import training_only
 from stackrl.rewards import reference_answers
@@ -90,19 +90,9 @@ class Selfcorrect(Plugin):
 
     @staticmethod
     def _log_trajectories(ctx, kinds, outcomes, answers, right) -> None:
-        """The paper's figures of the policy's own trajectories: the first verdict as a classifier of the first
-        answer, the share of right verdicts, the revisions and what they did; and the activity."""
-        first_verdicts = [next((o for k, o in zip(ks, out) if k == VERIFY), None) for ks, out in zip(kinds, outcomes)]
-        for name, value in verifier_figures([a[0] for a in answers], first_verdicts).items():
-            ctx.log(f"verify_{name}", value)
-        judged = [r for row in right for r in row]
-        if judged:
-            ctx.log("verdicts_right", sum(judged) / len(judged))
-        revised = [a for a in answers if len(a) > 1]
-        ctx.log("revised", len(revised) / len(answers))
-        if revised:
-            for name, value in transitions([a[0] for a in revised], [a[-1] for a in revised]).items():
-                ctx.log(f"revised_{name}", value)
+        """The paper's figures of the policy's own trajectories (the first verdict as a classifier of the first
+        answer, the share of right verdicts, the revisions and what they did), and the activity."""
+        log_revisions(ctx, kinds, outcomes, answers, right, right_key="verdicts_right", revised_key="revised")
         ctx.acted(sum(any(r) for r in right), of=len(answers),
                   hint="no self-verdict matched the truth: the judge format may be unknown to the model")
 
