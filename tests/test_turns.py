@@ -21,6 +21,7 @@ from stackrl.blocks.turns import (
     judged_segments,
     judged_turns,
     line_spans,
+    log_revisions,
     packed_samples,
     rollout_segment_advantages,
     sample_accepted,
@@ -187,6 +188,26 @@ def test_transitions_count_fixes_and_breaks_over_all_rows():
     figures = transitions([False, False, True, True], [True, False, False, True])
     assert figures == {"wrong_to_right": 0.25, "right_to_wrong": 0.25, "net_correction": 0.0}
     assert transitions([False, False, True], [True, True, True])["net_correction"] == pytest.approx(2 / 3)
+
+
+def test_log_revisions_logs_the_first_verdicts_the_right_verdicts_and_the_revised_rows():
+    """Row 1: a wrong answer judged wrong, revised right. Row 2: a right answer judged correct. Row 3: a right
+    answer judged wrong (a wrong verdict), revised wrong."""
+    kinds = [["answer", "verify", "answer"], ["answer", "verify"], ["answer", "verify", "answer"]]
+    outcomes = [[False, False, True], [True, True], [True, False, False]]
+    answers = [[False, True], [True], [True, False]]
+    right = [[True], [True], [False]]
+    logged = {}
+
+    class Logs:
+        def log(self, key, value):
+            logged[key] = value
+
+    revised = log_revisions(Logs(), kinds, outcomes, answers, right, right_key="checks_right", revised_key="fixed")
+    assert revised == [[False, True], [True, False]]
+    assert logged == {"verify_precision": 1.0, "verify_recall": 0.5, "verify_recall_negative": 1.0,
+                      "checks_right": pytest.approx(2 / 3), "fixed": pytest.approx(2 / 3), "fixed_wrong_to_right": 0.5,
+                      "fixed_right_to_wrong": 0.5, "fixed_net_correction": 0.0}
 
 
 def test_generation_from_token_ids_continues_exactly_those_tokens(make_config):
