@@ -16,6 +16,7 @@ from stackrl_bstar.balance import (Candidate, balance_score, best_temperature, b
 
 class TestConformance(PluginConformance):
     plugin_name = "bstar"
+    plugin_settings = {"bstar": {"temperatures": [0.7, 1.3], "probe_problems": 1, "probe_samples": 2}}
     refused_settings = [
         ({"temperatures": []}, "bstar.temperatures: must list at least one temperature"),
         ({"temperatures": [0.7, 0.0]}, "bstar.temperatures: every temperature must be positive"),
@@ -152,18 +153,15 @@ def test_the_probe_picks_the_next_temperature_and_sampling_uses_it():
 
 
 def test_a_resumed_run_samples_at_the_temperature_chosen_before_the_stop(make_config, tmp_path):
-    """Stopped after step 2 and resumed, the plugin's state is the uninterrupted run's (a fresh plugin would sample
-    step 3 at the run's temperature, not the chosen one)."""
-    trainer = {"per_device_train_batch_size": 8, "max_completion_length": 32, "max_steps": 3,
-               "save_strategy": "steps", "save_steps": 2}
-    sections = dict(model={"name_or_path": "stackrl/arith-tiny"}, data={"size": 8}, trainer=trainer,
-                    bstar={"temperatures": [0.5, 2.0], "probe_problems": 1, "probe_samples": 2})
-
-    def run(name, **how):
-        return train_steps(make_config(["bstar"], output_dir=str(tmp_path / name), **sections), **how)
-
-    straight = run("straight").plugins.plugins["bstar"].state_dict()
-    stopped = run("resumed", callbacks=[StopAt(2)]).plugins.plugins["bstar"].state_dict()
-    assert stopped["temperature"] in (0.5, 2.0)
-    resumed = run("resumed", resume=True).plugins.plugins["bstar"].state_dict()
-    assert resumed == straight
+    """Stopped after step 1 and resumed, step 2 is sampled at the temperature the probe chose before the stop (0.5 or
+    2.0; a fresh plugin would sample at the run's 1.0)."""
+    trainer = {"per_device_train_batch_size": 8, "max_completion_length": 24, "max_steps": 2,
+               "save_strategy": "steps", "save_steps": 1}
+    config = make_config(["bstar"], output_dir=str(tmp_path / "run"), model={"name_or_path": "stackrl/arith-tiny"},
+                         data={"size": 8}, trainer=trainer,
+                         bstar={"temperatures": [0.5, 2.0], "probe_problems": 1, "probe_samples": 2})
+    chosen = train_steps(config, callbacks=[StopAt(1)]).plugins.plugins["bstar"].temperature
+    assert chosen in (0.5, 2.0)
+    resumed = train_steps(config, resume=True)
+    sampled = [entry["bstar/temperature"] for entry in resumed.state.log_history if "bstar/temperature" in entry]
+    assert sampled[-1] == chosen, (sampled, chosen)
