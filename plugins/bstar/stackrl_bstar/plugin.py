@@ -9,7 +9,7 @@ import torch
 
 from stackrl import Plugin, Samples, hookimpl
 from stackrl.plugin import training_only
-from stackrl.rewards import reference_answers
+from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES, reference_answers
 
 from stackrl_bstar.balance import Candidate, best_temperature, best_threshold
 from stackrl_bstar.config import BStarConfig
@@ -55,24 +55,36 @@ class BStar(Plugin):
         candidates = [Candidate(completions[i], correct[i], scores[i]) for i in rows]
         return [candidates[start:start + size] for start in range(0, len(candidates), size)]
 
+    def _scored_groups(self, rollout) -> list[int]:
+        """The groups the balance score reads: those with a reference answer whose rows solve the question (a row
+        without an answer, or of another role, is left as GRPO has it)."""
+        answers = reference_answers(rollout.columns, self.config.answer_column, plugin="bstar",
+                                    purpose="tell right answers for the balance score")
+        roles = rollout.columns.get(ROLE_COLUMN)
+        size = rollout.group_size
+        return [group for group in range(rollout.num_groups)
+                if answers[group * size] is not None and (roles is None or roles[group * size] in SOLUTION_ROLES)]
+
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
         if not ctx.training:
             return advantages
-        rollout = ctx.rollout
-        answers = reference_answers(rollout.columns, self.config.answer_column, plugin="bstar",
-                                    purpose="tell right answers for the balance score")
+        rollout, size = ctx.rollout, ctx.rollout.group_size
+        rows = [row for group in self._scored_groups(rollout) for row in range(group * size, (group + 1) * size)]
+        answers = rollout.columns[self.config.answer_column]
         extra = None
         if self.config.reward is not None:
-            extra = torch.nan_to_num(rollout.rewards[self.config.reward].float(), nan=0.0).tolist()
-        queries = self._queries(rollout.completions, answers, rollout.group_size, extra)
+            component = torch.nan_to_num(rollout.rewards[self.config.reward].float(), nan=0.0)
+            extra = [float(component[row]) for row in rows]
+        queries = self._queries([rollout.completions[row] for row in rows], [answers[row] for row in rows], size,
+                                extra)
         threshold, balance = best_threshold(queries, self.config.n_star)
         flat = [candidate for candidates in queries for candidate in candidates]
-        dropped = [row for row, candidate in enumerate(flat) if not candidate.score > threshold]
+        dropped = [row for row, candidate in zip(rows, flat) if not candidate.score > threshold]
         if self.config.select and dropped:
             rollout.exclude_from_loss(dropped)
         kept = len(flat) - (len(dropped) if self.config.select else 0)
-        ctx.acted(kept, of=len(flat), hint="bstar.select is false" if not self.config.select else None)
+        ctx.acted(kept, of=len(rollout), hint="bstar.select is false" if not self.config.select else None)
         ctx.log("balance", balance)
         ctx.log("threshold", threshold if math.isfinite(threshold) else -1.0)
         return advantages
@@ -89,9 +101,10 @@ class BStar(Plugin):
             return
         self.batches_since_probe = 0
         rollout, size = ctx.rollout, ctx.rollout.group_size
-        answers = reference_answers(rollout.columns, self.config.answer_column, plugin="bstar",
-                                    purpose="tell right answers for the balance score")
-        firsts = list(range(0, len(rollout), size))[: self.config.probe_problems]
+        firsts = [group * size for group in self._scored_groups(rollout)][: self.config.probe_problems]
+        if not firsts:
+            return
+        answers = rollout.columns[self.config.answer_column]
         samples = self.config.probe_samples
         prompts = [rollout.prompts[row] for row in firsts for _ in range(samples)]
         references = [answers[row] for row in firsts for _ in range(samples)]

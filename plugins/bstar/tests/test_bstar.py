@@ -165,3 +165,13 @@ def test_a_resumed_run_samples_at_the_temperature_chosen_before_the_stop(make_co
     resumed = train_steps(config, resume=True)
     sampled = [entry["bstar/temperature"] for entry in resumed.state.log_history if "bstar/temperature" in entry]
     assert sampled[-1] == chosen, (sampled, chosen)
+
+
+def test_a_group_without_an_answer_or_of_another_role_is_left_as_it_is():
+    """Only group 0 (an answer, the solve role) is scored; its wrong row leaves the loss, the others stay."""
+    completions = ["The answer is 3.", "The answer is 4."] * 3
+    rollout = _rollout(completions, ["3", "3", None, None, "3", "3"], 2)
+    rollout.columns["role"] = ["solve", "solve", "solve", "solve", "verify", "verify"]
+    ctx = Recorder(rollout=rollout)
+    make_plugin("bstar", n_star=1).reshape_advantages(torch.zeros(6), ctx)
+    assert rollout.excluded == {1} and ctx.acts == [(1, 6)]
