@@ -69,6 +69,14 @@ def logged_past_checkpoint(run) -> bool:
     return saved is not None and max(logged_steps(run, "loss"), default=0) > checkpoint_step(saved)
 
 
+def _interruptible() -> None:
+    """In the child, before it runs: Ctrl-C delivered as from a terminal. A process inherits an ignored or blocked
+    SIGINT from its parent, and a test worker may hold one, left by a library an earlier test ran; the child would
+    then never see the interrupt and train to the end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_stops_cleanly_and_the_command_resumes_exactly(tiny_model_dir, tmp_path, capsys):
     """Ctrl-C during ``stackrl train``: exit 130, the last checkpoint and the resume command; resuming prints the
     summary an uninterrupted run prints, logs every step once, and ends with the same weights and plugin state."""
@@ -88,7 +96,8 @@ def test_ctrl_c_stops_cleanly_and_the_command_resumes_exactly(tiny_model_dir, tm
         "output_dir": str(run),
     }))
     with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:  # files: a pipe could fill up
-        first = subprocess.Popen([sys.executable, "-m", "stackrl.cli", "train", str(path)], stdout=out, stderr=err)
+        first = subprocess.Popen([sys.executable, "-m", "stackrl.cli", "train", str(path)], stdout=out, stderr=err,
+                                 preexec_fn=_interruptible)
     deadline = time.monotonic() + 600
     # Interrupt once a step past the checkpoint is logged: the resumed run must log that step again, not twice.
     while not logged_past_checkpoint(run):
