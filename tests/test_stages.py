@@ -1,5 +1,6 @@
 """Each stage's hook, implemented by one small installed plugin, acts as its spec says."""
 
+import pytest
 import torch
 
 from stackrl.testing.fixtures import train_steps
@@ -104,6 +105,73 @@ def test_rows_excluded_from_the_loss_leave_its_mask_and_normaliser(make_config, 
     trainer.model.train()
     loss = trainer.compute_loss(trainer.model, batch)
     assert torch.allclose(loss.detach(), -(advantages.unsqueeze(1) * mask).sum() / mask.sum(), atol=1e-5)
+
+
+def _off_policy(trainer, batch):
+    """``batch`` as if sampled by an earlier policy: the current one's ratio to it is 1.3 on rows of positive
+    advantage, 0.7 on negative ones, so the config's range (0.2) clips both; returns the ratio per row."""
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, batch["completion_ids"].size(1))
+    advantages = batch["advantages"]
+    ratio = torch.where(advantages > 0, 1.3, torch.where(advantages < 0, 0.7, 1.0))
+    return {**batch, "old_per_token_logps": logps.detach() - ratio.log().unsqueeze(1)}, ratio
+
+
+def _clipped_loss(batch, ratio, low, high):
+    """TRL's dapo loss by hand: -min(r A, clip(r, 1 - low, 1 + high) A) over the tokens it trains."""
+    advantages, mask = batch["advantages"], batch["completion_mask"] * batch.get("tool_mask", 1)
+    clipped = torch.minimum(torch.maximum(ratio, 1 - low), 1 + high)
+    per_row = -torch.minimum(ratio * advantages, clipped * advantages)
+    return (per_row.unsqueeze(1) * mask).sum() / mask.sum()
+
+
+def test_clip_range_narrows_exactly_the_rows_it_names(make_config):
+    config = make_config(["digit_reward", "narrow_first_group"], trainer={"per_device_train_batch_size": 8})
+    trainer = train_steps(config, steps=1)
+    group_size = rollout_of(trainer).group_size
+    batch, ratio = _off_policy(trainer, trainer._buffered_inputs[0])
+    first = batch[ROW_INDEX] < group_size
+    assert batch["advantages"][first].abs().min() > 0 and batch["advantages"][~first].abs().max() > 0
+    trainer.model.train()
+    low = torch.where(first, 0.05, 0.2)
+    high = torch.where(first, 0.1, 0.2)
+    narrowed = trainer.compute_loss(trainer.model, batch).detach()
+    assert torch.allclose(narrowed, _clipped_loss(batch, ratio, low, high), atol=1e-5)
+    assert trainer.epsilon_low == trainer.epsilon_high == 0.2, "the config's range is back after the loss"
+    rollout_of(trainer).clip = None  # TRL's own loss on the same batch: the narrowed rows alone made the difference
+    plain = trainer.compute_loss(trainer.model, batch).detach()
+    assert torch.allclose(plain, _clipped_loss(batch, ratio, torch.tensor(0.2), torch.tensor(0.2)), atol=1e-5)
+    assert not torch.allclose(narrowed, plain, atol=1e-4)
+
+
+def test_clip_range_per_token_and_a_bad_range_named(make_config, monkeypatch):
+    from stackrl_test_plugins import NarrowFirstGroup
+
+    from stackrl import PluginError, hookimpl
+
+    def per_token(self, clip, ctx):
+        width = ctx.rollout.completion_mask().size(1)
+        return clip[0].unsqueeze(1).expand(-1, width), torch.full((len(ctx.rollout), width), 0.1)
+
+    monkeypatch.setattr(NarrowFirstGroup, "clip_range", hookimpl(per_token))
+    trainer = train_steps(make_config(["digit_reward", "narrow_first_group"]), steps=1)
+    batch, ratio = _off_policy(trainer, trainer._buffered_inputs[0])
+    trainer.model.train()
+    loss = trainer.compute_loss(trainer.model, batch).detach()
+    assert torch.allclose(loss, _clipped_loss(batch, ratio, torch.tensor(0.2), torch.tensor(0.1)), atol=1e-5)
+
+    monkeypatch.setattr(NarrowFirstGroup, "clip_range", hookimpl(lambda self, clip, ctx: (clip[0], -clip[1])))
+    with pytest.raises(PluginError, match=r"plugin 'narrow_first_group' hook 'clip_range' at step 0 .* high be >= 0"):
+        train_steps(make_config(["digit_reward", "narrow_first_group"]), steps=1)
+
+
+def test_clip_range_refused_with_a_loss_that_does_not_clip(make_config):
+    from stackrl import ConfigError
+    from stackrl.run import build_trainer
+
+    with pytest.raises(ConfigError, match=r"trainer.loss_type: 'sapo' does not clip .* plugin narrow_first_group"):
+        build_trainer(make_config(["digit_reward", "narrow_first_group"], trainer={"loss_type": "sapo"}))
 
 
 def test_loss_term_changes_the_gradient_by_its_weight(make_config):

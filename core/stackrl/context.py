@@ -47,6 +47,7 @@ class Rollout:
     group_size: int
     rewards: dict[str, torch.Tensor] = field(default_factory=dict)
     advantages: torch.Tensor | None = None
+    clip: tuple[torch.Tensor, torch.Tensor] | None = None  # (low, high) per row or token: see the clip_range hook
     excluded: set[int] = field(default_factory=set)  # rows kept out of the policy loss: see exclude_from_loss
     pseudo_labels: dict[str, list] = field(default_factory=dict)  # plugin -> one label per row: see RewardContext
     loss_mask: list[list[int]] | None = None
@@ -105,6 +106,7 @@ class Rollout:
             group_size=self.group_size,
             rewards={k: v[rows] for k, v in self.rewards.items()},
             advantages=None if self.advantages is None else self.advantages[rows],
+            clip=None if self.clip is None else (self.clip[0][rows], self.clip[1][rows]),
             loss_mask=None if self.loss_mask is None else [self.loss_mask[i] for i in rows],
             answer_column=self.answer_column,
             answer_format=self.answer_format,

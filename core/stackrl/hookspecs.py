@@ -127,6 +127,29 @@ def reshape_advantages(advantages, ctx):
     """
 
 
+@hookspec
+def clip_range(clip, ctx):
+    """Set the clip range of the policy's importance ratio per row or per token. Chained, in config order.
+
+    When: once per generation batch, after ``reshape_advantages``, on every process.
+    Sees: ``clip``, a pair ``(low, high)`` of tensors of shape ``(N,)`` or ``(N, T)`` in the terms of TRL's
+    ``epsilon`` and ``epsilon_high``: the loss clips the ratio to ``[1 - low, 1 + high]`` (with ``loss_type:
+    cispo``, ``high`` caps the ratio itself). The first plugin sees the config's values on every row, the next what
+    the one before returned. ``ctx`` (:class:`stackrl.AdvantageContext`), ``ctx.rollout.advantages`` the final
+    advantages.
+    May change: return a pair of tensors of those shapes to replace the range, or ``None`` to keep it. ``low`` lies
+    in ``[0, 1]``, ``high`` is at least 0. While every plugin returns ``None`` the loss is TRL's, unchanged.
+
+    Example::
+
+        @hookimpl
+        def clip_range(self, clip, ctx):
+            low, high = clip
+            agreed = ctx.total_reward.view(-1, ctx.group_size).std(1) == 0
+            return low, torch.where(agreed.repeat_interleave(ctx.group_size), high / 2, high)
+    """
+
+
 # -- distill ---------------------------------------------------------------------------------------------------------
 
 

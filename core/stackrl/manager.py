@@ -35,7 +35,7 @@ EXCLUSIVE_HOOKS = tuple(name for name, fn in vars(hookspecs).items() if name in 
 STAGES = {
     "sample": ("transform_prompts", "generate_rollout"),
     "reward": ("reward",),
-    "advantage": ("estimate_advantages", "reshape_advantages"),
+    "advantage": ("estimate_advantages", "reshape_advantages", "clip_range"),
     "distill": ("loss_term",),
     "post-step": ("post_step",),
 }

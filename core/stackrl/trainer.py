@@ -9,8 +9,9 @@ reward      ``_calculate_rewards``: every component (built-in outcome rewards, t
             the whole gathered batch; TRL receives one reward function per component that reads its slice, so
             TRL's weighting, NaN handling and logging stay its own
 advantage   ``_generate_and_score_completions``: TRL's GRPO advantages, gathered, then the estimator and the
-            reshapers; the local slice goes back, per sample or per token
-distill     ``_compute_loss``: TRL's loss plus the weighted loss terms, scaled for accumulation as TRL's is
+            reshapers; the local slice goes back, per sample or per token; the plugins' clip range is kept
+distill     ``_compute_loss``: TRL's loss (under the rows' clip range, where a plugin set one) plus the weighted
+            loss terms, scaled for accumulation as TRL's is
 post-step   a callback: ``post_step``, ``train_begin``, ``train_end``; plugin state rides in checkpoints
 =========== ===================================================================================================
 
@@ -27,6 +28,7 @@ import re
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +51,7 @@ from stackrl.context import (
     StepContext,
 )
 from stackrl.errors import ConfigError, PluginError, StackrlError
-from stackrl.manager import PluginManager
+from stackrl.manager import STAGES, PluginManager
 from stackrl.policy import PolicyAccess, snapshots_of
 from stackrl.policy_ops import PHASE_PREFIX, supervised_phase
 from stackrl.pool import POOL_ROW, POOL_STATE_FILE, Pool, added_file
@@ -63,6 +65,7 @@ logger = logging.getLogger(__name__)
 PLUGIN_STATE_FILE = "stackrl_plugins.pt"
 SNAPSHOTS_FILE = "stackrl_snapshots.pt"  # the snapshots kept with checkpoint=True
 ROW_INDEX = "stackrl_row"  # each row's index in the whole rollout; per-sample so TRL's shuffle carries it
+UNCLIPPED_LOSSES = ("sapo", "vespo")  # TRL's loss types that read no clip range: a clip_range plugin is refused
 
 
 class _ResumableRepeatSampler(RepeatSampler):
@@ -194,6 +197,12 @@ class StackTrainer(GRPOTrainer):
         if grpo_args.reward_weights is not None:
             raise ConfigError("trainer.reward_weights is set by stackrl from 'rewards'; remove it from 'trainer'")
         grpo_args.reward_weights = [self._reward_schedules[name].at(0) for name in components]
+        if plugins.has("clip_range") and grpo_args.loss_type in UNCLIPPED_LOSSES:
+            raise ConfigError(
+                f"trainer.loss_type: '{grpo_args.loss_type}' does not clip the importance ratio, so the clip range "
+                f"that plugin {', '.join(plugins.implementers('clip_range'))} sets would do nothing; choose a loss "
+                "that clips (grpo, bnpo, dr_grpo, dapo, luspo or cispo)"
+            )
         self._rollouts: dict[str, Rollout] = {}
         self._local_prompt_ids: list[list[int]] = []
         self._added_columns: dict[str, list] = {}  # what generate_rollout returned for the whole batch
@@ -350,8 +359,8 @@ class StackTrainer(GRPOTrainer):
         local = self._local_slice(n_local)
         output[ROW_INDEX] = torch.arange(local.start, local.stop, device=output["prompt_ids"].device)
         self._rollouts[self._mode].advantages = self.accelerator.gather(output["advantages"]).cpu()
-        if self.plugins.has("estimate_advantages") or self.plugins.has("reshape_advantages"):
-            output["advantages"] = self._plugin_advantages(output, local)
+        if any(self.plugins.has(hook) for hook in STAGES["advantage"]):
+            output["advantages"] = self._advantage_stage(output, local)
         excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
         if excluded:
             self._exclude_from_loss(output, local, excluded)
@@ -582,7 +591,7 @@ class StackTrainer(GRPOTrainer):
 
     # -- advantage ------------------------------------------------------------------------------------------------
 
-    def _plugin_advantages(self, output: dict, local: slice) -> torch.Tensor:
+    def _advantage_stage(self, output: dict, local: slice) -> torch.Tensor:
         rollout = self._rollouts[self._mode]
         weights = self.reward_weights.cpu()
         components = torch.stack([rollout.rewards[name] for name in self.reward_func_names], dim=1)
@@ -611,11 +620,61 @@ class StackTrainer(GRPOTrainer):
             check=lambda plugin, adv: valid(plugin, "reshape_advantages", adv),
         )
         rollout.advantages = advantages
+        if self.plugins.has("clip_range"):
+            rollout.clip = self._plugin_clip(ctx, width)
         mine = advantages[local]
         if mine.dim() == 2:  # per token: fit the local padded width (TRL may pad to a multiple)
             padded_width = output["completion_ids"].size(1)
             mine = torch.nn.functional.pad(mine, (0, max(0, padded_width - width)))[:, :padded_width]
         return mine.to(output["advantages"].device)
+
+    def _plugin_clip(self, ctx: AdvantageContext, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The chained ``clip_range``; ``None`` while no plugin changed the config's range (TRL's loss as it is)."""
+        n = len(ctx.rollout)
+        config = (torch.full((n,), float(self.epsilon_low)), torch.full((n,), float(self.epsilon_high)))
+
+        def valid(plugin: str, clip) -> tuple[torch.Tensor, torch.Tensor]:
+            where = f"plugin '{plugin}' hook 'clip_range' at step {ctx.step}"
+            if not (isinstance(clip, tuple | list) and len(clip) == 2 and all(isinstance(b, torch.Tensor) for b in clip)):
+                raise PluginError(f"{where} returned {type(clip).__name__}; expected a pair (low, high) of tensors")
+            for side, bound in zip(("low", "high"), clip):
+                if bound.shape not in ((n,), (n, width)):
+                    raise PluginError(
+                        f"{where} returned {side} of shape {tuple(bound.shape)}; expected ({n},) or ({n}, {width})"
+                    )
+                check_finite(plugin, "clip_range", ctx.step, f"{side} element", bound)
+            low, high = (bound.detach().float().cpu() for bound in clip)
+            if (low < 0).any() or (low > 1).any() or (high < 0).any():
+                raise PluginError(f"{where} returned a bound outside its range: low must lie in [0, 1], high be >= 0")
+            return low, high
+
+        clip = self.plugins.chain("clip_range", "clip", config, ctx=ctx, check=valid)
+        return None if clip is config else clip
+
+    @contextmanager
+    def _clip_range(self, inputs: dict):
+        """TRL's loss reads ``epsilon_low``/``epsilon_high`` as scalars or anything that broadcasts against the
+        ``(B, T)`` ratio: for the loss of these rows, they are the plugins' range."""
+        clip = self._rollouts[self._mode].clip
+        if clip is None:
+            yield
+            return
+        rows, width = inputs[ROW_INDEX].cpu(), inputs["completion_ids"].size(1)
+        config = self.epsilon_low, self.epsilon_high
+
+        def local(bound: torch.Tensor, fill: float) -> torch.Tensor:
+            bound = bound[rows]
+            if bound.dim() == 1:
+                bound = bound.unsqueeze(1)
+            else:  # per token: fit the micro-batch's padded width, as per-token advantages do
+                bound = torch.nn.functional.pad(bound, (0, max(0, width - bound.size(1))), value=fill)[:, :width]
+            return bound.to(inputs["completion_ids"].device)
+
+        self.epsilon_low, self.epsilon_high = (local(bound, fill) for bound, fill in zip(clip, config))
+        try:
+            yield
+        finally:
+            self.epsilon_low, self.epsilon_high = config
 
     # -- distill --------------------------------------------------------------------------------------------------
 
@@ -626,7 +685,8 @@ class StackTrainer(GRPOTrainer):
         return result
 
     def _compute_loss(self, model, inputs):
-        loss = super()._compute_loss(model, inputs)
+        with self._clip_range(inputs):
+            loss = super()._compute_loss(model, inputs)
         if not self.plugins.has("loss_term"):
             return loss
         rows = inputs[ROW_INDEX].tolist()

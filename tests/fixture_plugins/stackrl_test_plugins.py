@@ -197,6 +197,16 @@ class FlatAdvantage(Plugin):
         return torch.ones(len(ctx.rollout))
 
 
+class NarrowFirstGroup(Plugin):
+    """Narrows the clip range of the first group's rows to low 0.05, high 0.1; the others keep the config's."""
+
+    @hookimpl
+    def clip_range(self, clip, ctx):
+        low, high = (bound.clone() for bound in clip)
+        low[: ctx.group_size], high[: ctx.group_size] = 0.05, 0.1
+        return low, high
+
+
 class CenteredAdvantage(Plugin):
     """Dr. GRPO's estimator: reward minus the group mean, no std scaling."""
 
