@@ -27,6 +27,30 @@ def test_batched_scores_equal_one_by_one(policy):
     assert torch.allclose(batched.topk_logprobs[..., 0], vocab.max(-1).values)
 
 
+def test_hidden_states_are_a_direct_forwards_at_each_position(policy):
+    """Token features come from the scoring forward itself, and equal the model's own last hidden states at the
+    position that predicts each continuation token, batched or at chosen positions."""
+    contexts = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+    continuations = [[20, 21], [22, 23, 24, 25], [26]]
+    batched = policy.score(contexts, continuations, hidden_states=True, batch_size=3)
+    chosen = policy.score(contexts, continuations, hidden_states=True, positions=[[1], [0, 3], [0]])
+    model = policy._trainer.model
+    direct = []
+    for i, (context, continuation) in enumerate(zip(contexts, continuations)):
+        with torch.no_grad():
+            states = model(torch.tensor([context + continuation]), output_hidden_states=True).hidden_states[-1][0]
+        features = states[len(context) - 1 : len(context) + len(continuation) - 1]
+        assert torch.allclose(batched.hidden_states[i, : len(continuation)], features, atol=1e-5)
+        direct.append(features)
+    expected = torch.stack([direct[0][1], direct[1][0], direct[1][3], direct[2][0]])
+    assert torch.allclose(chosen.hidden_states, expected, atol=1e-5)
+    head = model.get_output_embeddings()
+    logits = head(batched.hidden_states).log_softmax(-1)
+    targets = torch.tensor([c + [0] * (4 - len(c)) for c in continuations])
+    assert torch.allclose(logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * batched.mask, batched.logprobs, atol=1e-5)
+    assert policy.score(contexts, continuations).hidden_states is None
+
+
 def test_score_accepts_prompts_as_text(policy):
     tokenizer = policy._trainer.processing_class
     text = "What is 2 + 3?\n"

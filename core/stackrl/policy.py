@@ -39,9 +39,10 @@ class Scores:
     """Per-token log-probs of continuations, right-padded to the longest: ``logprobs`` and ``mask`` are ``(N, T)``.
 
     ``topk_logprobs``/``topk_ids`` are ``(N, T, k)`` when ``topk`` was asked, ``vocab_logprobs`` ``(N, T, V)`` when
-    ``full_vocab`` was; position ``t`` holds the distribution the model predicted continuation token ``t`` from.
-    Scored at chosen ``positions``, ``mask`` marks those positions only and the three are packed ``(P, k)`` and
-    ``(P, V)``, one row per position in the order of ``mask.nonzero()``.
+    ``full_vocab`` was, ``hidden_states`` ``(N, T, H)`` when ``hidden_states`` was: the final hidden states the LM
+    head projects. Position ``t`` holds what the model predicted continuation token ``t`` from. Scored at chosen
+    ``positions``, ``mask`` marks those positions only and the others are packed ``(P, k)``, ``(P, V)`` and
+    ``(P, H)``, one row per position in the order of ``mask.nonzero()``.
     """
 
     logprobs: torch.Tensor
@@ -49,6 +50,7 @@ class Scores:
     topk_logprobs: torch.Tensor | None = None
     topk_ids: torch.Tensor | None = None
     vocab_logprobs: torch.Tensor | None = None
+    hidden_states: torch.Tensor | None = None
 
 
 def _pad(rows: list[torch.Tensor], value: float = 0.0) -> torch.Tensor:
@@ -75,9 +77,10 @@ def _position_lists(positions, continuation_ids: list[list[int]]) -> list[torch.
     return rows
 
 
-def _padded_scores(rows: list, topk, full_vocab) -> Scores:
-    """Scores from per-row ``(logprobs, topk_logprobs, topk_ids, vocab_logprobs)``, right-padded to the longest."""
-    logprobs, topk_lp, topk_ids, vocab = (list(f) for f in zip(*rows))
+def _padded_scores(rows: list, topk, full_vocab, hidden_states=False) -> Scores:
+    """Scores from per-row ``(logprobs, topk_logprobs, topk_ids, vocab_logprobs, hidden_states)``, right-padded to
+    the longest."""
+    logprobs, topk_lp, topk_ids, vocab, hidden = (list(f) for f in zip(*rows))
     lengths = torch.tensor([len(x) for x in logprobs])
     return Scores(
         logprobs=_pad(logprobs),
@@ -85,12 +88,13 @@ def _padded_scores(rows: list, topk, full_vocab) -> Scores:
         topk_logprobs=_pad(topk_lp) if topk else None,
         topk_ids=_pad(topk_ids, 0).long() if topk else None,
         vocab_logprobs=_pad(vocab) if full_vocab else None,
+        hidden_states=_pad(hidden) if hidden_states else None,
     )
 
 
-def _packed_scores(rows: list, wanted: list[torch.Tensor], width: int, topk, full_vocab) -> Scores:
-    """Scores at chosen positions: ``(N, T)`` log-probs and mask set there, vocabulary outputs packed ``(P, ...)``."""
-    logprobs, topk_lp, topk_ids, vocab = (list(f) for f in zip(*rows))
+def _packed_scores(rows: list, wanted: list[torch.Tensor], width: int, topk, full_vocab, hidden_states) -> Scores:
+    """Scores at chosen positions: ``(N, T)`` log-probs and mask set there, the other outputs packed ``(P, ...)``."""
+    logprobs, topk_lp, topk_ids, vocab, hidden = (list(f) for f in zip(*rows))
     index = (torch.cat([torch.full_like(w, r) for r, w in enumerate(wanted)]), torch.cat(wanted))
     values = torch.cat(logprobs)
     index = tuple(i.to(values.device) for i in index)
@@ -102,6 +106,7 @@ def _packed_scores(rows: list, wanted: list[torch.Tensor], width: int, topk, ful
         topk_logprobs=torch.cat(topk_lp) if topk else None,
         topk_ids=torch.cat(topk_ids) if topk else None,
         vocab_logprobs=torch.cat(vocab) if full_vocab else None,
+        hidden_states=torch.cat(hidden) if hidden_states else None,
     )
 
 
@@ -112,6 +117,17 @@ def _project_only_at(head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tens
     A pre-hook on the output embedding keeps whatever the model does after its head (soft-capping, scaling).
     """
     handle = head.register_forward_pre_hook(lambda _, args: (args[0][rows, cols].unsqueeze(0), *args[1:]))
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@contextlib.contextmanager
+def _head_inputs(head: torch.nn.Module, into: list):
+    """Keep what the LM head is handed (after the pre-hooks registered before this one): the hidden states it
+    projects, from the forward that computes the logits, so features cost no second forward."""
+    handle = head.register_forward_pre_hook(lambda _, args: into.append(args[0]))
     try:
         yield
     finally:
@@ -335,6 +351,7 @@ class PolicyAccess:
         temperature: float = 1.0,
         batch_size: int | None = None,
         positions=None,
+        hidden_states: bool = False,
     ) -> Scores:
         """Log-probs of each continuation given its context, batched, one forward per batch.
 
@@ -343,7 +360,8 @@ class PolicyAccess:
         model with the LoRA adapter disabled) or the name of a snapshot kept by :meth:`update_snapshot`. Without
         ``grad`` no graph is kept; ``grad=True`` is for loss terms. Logits are divided by ``temperature`` before
         the softmax. ``positions`` (a list of continuation positions per row, or an ``(N, T)`` 0/1 mask) projects
-        onto the vocabulary only there, so ``full_vocab`` costs ``P x V`` for ``P`` positions; see :class:`Scores`.
+        onto the vocabulary only there, so ``full_vocab`` costs ``P x V`` for ``P`` positions. ``hidden_states``
+        keeps the final hidden states the LM head projects at each position (token features); see :class:`Scores`.
         """
         if len(contexts) != len(continuation_ids):
             raise StackrlError(
@@ -361,11 +379,13 @@ class PolicyAccess:
         rows = []
         with self._scoring_model(model, grad) as net, torch.set_grad_enabled(grad):
             for start in range(0, len(items), batch_size):
-                rows.extend(self._score_batch(net, items[start : start + batch_size], topk, full_vocab, temperature))
+                batch = items[start : start + batch_size]
+                rows.extend(self._score_batch(net, batch, topk, full_vocab, temperature, hidden_states=hidden_states))
         rows = self._whole(rows, len(contexts))
         if positions is not None:
-            return _packed_scores(rows, wanted, max(len(k) for k in continuation_ids), topk, full_vocab)
-        return _padded_scores(rows, topk, full_vocab)
+            width = max(len(k) for k in continuation_ids)
+            return _packed_scores(rows, wanted, width, topk, full_vocab, hidden_states)
+        return _padded_scores(rows, topk, full_vocab, hidden_states)
 
     def update_snapshot(self, name: str, decay: float = 0.0, *, checkpoint: bool = False) -> None:
         """Keep a frozen copy of the policy under ``name``, to score with as ``score(..., model=name)``.
@@ -442,7 +462,7 @@ class PolicyAccess:
                     raise StackrlError(f"score(): {frozen} is frozen; grad=True needs model='policy'")
                 yield net
 
-    def _score_batch(self, net, items, topk, full_vocab, temperature):
+    def _score_batch(self, net, items, topk, full_vocab, temperature, *, hidden_states=False):
         device = self._trainer.accelerator.device
         pad_id = self._trainer.processing_class.pad_token_id
         ctx_len = max(len(c) for c, _, _ in items)
@@ -458,18 +478,22 @@ class PolicyAccess:
         positions = (mask.cumsum(1) - 1).clamp(min=0)
         ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
         inputs = dict(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=cont_len + 1)
+        head = self._trainer.accelerator.unwrap_model(net).get_output_embeddings()
+        kept: list[torch.Tensor] = []
         if items[0][2] is None:  # every position: (B, T, V), sliced per row
-            with self._trainer.accelerator.autocast():
+            with self._trainer.accelerator.autocast(), _head_inputs(head, kept) if hidden_states else contextlib.nullcontext():
                 logits = net(**inputs).logits[:, :-1]
+            hidden = kept[0][:, -cont_len - 1 : -1] if hidden_states else None
             targets = ids[:, ctx_len:]
             counts = None
         else:  # chosen positions only: (P, V), split per row
             wanted = [w for _, _, w in items]
             rows = torch.cat([torch.full_like(w, r) for r, w in enumerate(wanted)]).to(device)
             cols = torch.cat(wanted).to(device)
-            head = self._trainer.accelerator.unwrap_model(net).get_output_embeddings()
             with self._trainer.accelerator.autocast(), _project_only_at(head, rows, cols):
-                logits = net(**inputs).logits[0]
+                with _head_inputs(head, kept) if hidden_states else contextlib.nullcontext():
+                    logits = net(**inputs).logits[0]
+            hidden = kept[0][0] if hidden_states else None
             targets = ids[:, ctx_len:][rows, cols]
             counts = [len(w) for w in wanted]
         logps = F.log_softmax(logits.float() / temperature, dim=-1)
@@ -483,7 +507,8 @@ class PolicyAccess:
                 return list(values.split(counts))
             return [values[row, : len(k)] for row, (_, k, _) in enumerate(items)]
 
-        return list(zip(per_row(token_lp), per_row(top_lp), per_row(top_ids), per_row(logps if full_vocab else None)))
+        vocab = logps if full_vocab else None
+        return list(zip(per_row(token_lp), per_row(top_lp), per_row(top_ids), per_row(vocab), per_row(hidden)))
 
     # -- score_probes -----------------------------------------------------------------------------------------------
 
@@ -543,5 +568,5 @@ class PolicyAccess:
                 scored = probe_logprobs(net, [items[i] for i in batch], pad_id=pad_id, topk=topk, temperature=temperature)
                 for i, row in zip(batch, scored):
                     rows[i] = row
-        per_probe = [(*probe, None) for row in self._whole(rows, sum(map(bool, probes))) for probe in row]
+        per_probe = [(*probe, None, None) for row in self._whole(rows, sum(map(bool, probes))) for probe in row]
         return _padded_scores(per_probe, topk, full_vocab=False)

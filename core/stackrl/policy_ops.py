@@ -91,7 +91,7 @@ def scratch_update(
             for start in range(0, len(items), batch_size):
                 with torch.enable_grad():
                     rows = access._score_batch(snapshot.model, items[start : start + batch_size], None, False, temperature)
-                    loss = sum(token_losses(lp, objective).sum() for lp, _, _, _ in rows) / n_tokens
+                    loss = sum(token_losses(lp, objective).sum() for lp, *_ in rows) / n_tokens
                     for g, part in zip(grads, torch.autograd.grad(loss, weights, allow_unused=True)):
                         if part is not None:
                             g.add_(part)
@@ -162,7 +162,7 @@ def supervised_phase(
             # Through the DDP wrapper, so that backward averages the gradients over the processes.
             rows = access._score_batch(trainer.model_wrapped, [(c, k, None) for (c, k), _ in mine], None, False, 1.0)
             # DDP averages the processes' gradients: each scales its sum by the world size over all the batch's tokens.
-            loss = sum(w * -lp.sum() for (lp, _, _, _), (_, w) in zip(rows, mine)) * world / n_tokens
+            loss = sum(w * -lp.sum() for (lp, *_), (_, w) in zip(rows, mine)) * world / n_tokens
             loss.backward()
             if trainer.args.max_grad_norm and trainer.args.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(params, trainer.args.max_grad_norm)
