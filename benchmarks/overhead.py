@@ -4,8 +4,8 @@ One run, one tiny model, one dataset, one GRPOConfig for all three variants:
 
 - ``plain``:  ``trl.GRPOTrainer`` with the built-in ``exact_match`` reward wrapped for TRL's signature;
 - ``none``:   ``StackTrainer`` with no plugin and ``rewards: {exact_match: 1.0}``;
-- ``noop``:   the same plus the ``noop`` test plugin (transform_prompts, reward, reshape_advantages, loss_term,
-  post_step; each does nothing).
+- ``noop``:   the same plus the ``noop`` test plugin (transform_prompts, reward, reshape_advantages, clip_range,
+  loss_term, post_step; each does nothing).
 
 Variants alternate in rounds (:mod:`stackrl.testing.steptime`, which also says what the ``wall``, ``cpu`` and
 ``trl`` times cover). It prints per-variant medians, the ratios of pooled medians with the spread of the per-round

@@ -308,6 +308,10 @@ class NoOp(Plugin):
         return None
 
     @hookimpl
+    def clip_range(self, clip, ctx):
+        return None
+
+    @hookimpl
     def loss_term(self, ctx):
         return None
 
