@@ -47,6 +47,9 @@ class ModelSection:
     double_quant: bool = True  # 4-bit only
     lora: Optional[LoraSection] = None
     trust_remote_code: bool = False
+    # New tokens added to the vocabulary (e.g. functional tokens such as "<verify>"), their embedding and output
+    # rows trained: with lora, their embedding rows and the output layer beside the adapter.
+    add_tokens: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -333,6 +336,11 @@ def _check_model(config: LoadedConfig) -> None:
         raise ConfigError("model.quantization needs model.lora: a quantized model trains only through an adapter")
     if model.dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise ConfigError(f"model.dtype must be float32, bfloat16, float16 or auto, not '{model.dtype}'")
+    tokens = list(model.add_tokens)
+    if any(not token or token != token.strip() for token in tokens):
+        raise ConfigError(f"model.add_tokens: tokens must be non-empty and without surrounding spaces, not {tokens}")
+    if len(set(tokens)) < len(tokens):
+        raise ConfigError(f"model.add_tokens: a token is listed twice in {tokens}")
 
 
 def _check_threads(config: LoadedConfig) -> None:
@@ -404,6 +412,11 @@ def _check_vllm(config: LoadedConfig) -> None:
     trainer = config.host.trainer
     if not trainer.get("use_vllm"):
         return
+    if config.host.model.add_tokens:
+        raise ConfigError(
+            "trainer.use_vllm: vLLM serves the model's own vocabulary, without model.add_tokens; generate with "
+            "transformers (trainer.use_vllm=false) or save the model with its tokens and train from that"
+        )
     if config.host.model.quantization == 8 and trainer.get("vllm_mode", "colocate") == "colocate":
         raise ConfigError(
             "trainer.use_vllm: vLLM in colocate mode cannot load 8-bit bitsandbytes weights; use "
