@@ -35,9 +35,10 @@ def expected_role(step: int, instructor: int, follower: int, first: int) -> str:
     return "instructor" if (step - instructor - first) % (instructor + follower) < instructor else "follower"
 
 
-def steps_of(question: str) -> int:
-    """The number of operations of a question the Filter passed."""
-    return len(read_problem(question)["solution"].splitlines()) - 1
+def steps_of(question: str) -> float:
+    """The number of operations of a question the Filter passed (NaN for one that is not the task's)."""
+    problem = read_problem(question)
+    return float("nan") if problem is None else len(problem["solution"].splitlines()) - 1
 
 
 class Stages:
@@ -59,6 +60,8 @@ class Stages:
             "instructor_rows": [i for i, c in enumerate(categories) if c == PROPOSE],
             "follower_rows": [i for i, c in enumerate(categories) if c == SOLVE],
             "excluded": set(ctx.rollout.excluded),
+            "questions": [" ".join(str(q).split()) for q in ctx.rollout.columns.get(seif.config.problem_column,
+                                                                                  [""] * len(ctx.rollout))],
             "rewards": list(result),
             "rated": [{"row": r.row, "question": r.question, "rejected": r.rejected, "answers": list(r.answers)}
                       for r in seif.rated],
@@ -70,13 +73,14 @@ class Stages:
 
     def figures(self, instructor: int, follower: int, first: int) -> dict[str, float]:
         def mean(values):
-            values = list(values)
+            values = [v for v in values if v is not None]
             return sum(values) / len(values) if values else float("nan")
 
         rated = self.instructions()
         passed = [r for r in rated if r["rejected"] is None]
         # The reward worked out here: 1 - the share of the evaluator's answers equal to the instruction's answer.
-        failure = [1.0 - mean(a == str(read_problem(r["question"])["answer"]) for a in r["answers"]) for r in passed]
+        failure = [float("nan") if read_problem(r["question"]) is None else
+                   1.0 - mean(a == str(read_problem(r["question"])["answer"]) for a in r["answers"]) for r in passed]
         in_role = []
         for c in self.calls:
             role = expected_role(c["step"], instructor, follower, first)
@@ -85,6 +89,11 @@ class Stages:
             in_role.append(not (set(training) & c["excluded"]) and set(resting) <= c["excluded"])
         follower_rows = [(c["step"], c["rewards"][i]) for c in self.calls for i in c["follower_rows"]
                          if expected_role(c["step"], instructor, follower, first) == "follower"]
+        # The Follower's own accuracy, in its stages, on the instructions the Instructor was rewarded more (> 0.5) and
+        # less for: a reward that follows the Follower's failure rates the hard ones higher.
+        reward_of = {" ".join(r["question"].split()): r["reward"] for r in passed}
+        followed = [(reward_of.get(c["questions"][i]), c["rewards"][i]) for c in self.calls for i in c["follower_rows"]
+                    if expected_role(c["step"], instructor, follower, first) == "follower"]
         half = max((c["step"] for c in self.calls), default=0) / 2
         return {
             "passed": mean(r["rejected"] is None for r in rated),
@@ -96,6 +105,8 @@ class Stages:
             "steps_early": mean(steps_of(r["question"]) for r in passed if r["step"] <= half),
             "steps_late": mean(steps_of(r["question"]) for r in passed if r["step"] > half),
             "follower_accuracy": mean(reward for _, reward in follower_rows),
+            "followed_hard": mean(right for reward, right in followed if reward is not None and reward > 0.5),
+            "followed_easy": mean(right for reward, right in followed if reward is not None and reward <= 0.5),
         }
 
 
@@ -127,7 +138,7 @@ def main():
     compare(args, args.methods,
             lambda method, seed, folder: run(seed, args.steps, method, args.overrides, args.eval_size)[0],
             figures=("accuracy", "passed", "failure", "reward_is_failure", "rows_in_role", "steps_early",
-                     "steps_late", "follower_accuracy"))
+                     "steps_late", "follower_accuracy", "followed_hard", "followed_easy"))
 
 
 if __name__ == "__main__":
