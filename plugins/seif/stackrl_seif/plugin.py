@@ -110,7 +110,7 @@ class SEIF(Plugin):
         pool, config = self._pool(ctx), self.config
         self.prompts = self.selfplay.begin(pool, topic_prompt(pool, config.topic, config.topic_examples,
                                                               config.problem_column))
-        self._next(ctx, pool, fresh=ctx.step == 0)
+        self._next(ctx, pool)  # resumed inside a turn: the checkpoint restored the evaluator
 
     @hookimpl
     def post_step(self, ctx):
@@ -121,7 +121,7 @@ class SEIF(Plugin):
         self.pending = []
         self._next(ctx, pool)
 
-    def _next(self, ctx, pool, fresh: bool = False) -> None:
+    def _next(self, ctx, pool) -> None:
         """Before the step of index ``ctx.step``: the draw weighed for its role, the Filter's known questions read,
         and at a turn's start the evaluator copied from the policy."""
         role = self.schedule.role(ctx.step)
@@ -135,7 +135,7 @@ class SEIF(Plugin):
         column = self.config.problem_column
         self.known = {normalised(text) for text in (pool.row(i).get(column) for i in pool.active_rows())
                       if isinstance(text, str)}
-        if self.config.evaluator == Evaluator.snapshot and (fresh or self.schedule.turn_starts(ctx.step)):
+        if self.config.evaluator == Evaluator.snapshot and self.schedule.turn_starts(ctx.step):
             ctx.update_snapshot(SNAPSHOT, checkpoint=True)
         ctx.log("instructor_stage", float(role == Role.instructor))
         ctx.log("waiting", len(waiting))
