@@ -1,6 +1,6 @@
 """SEIF: the alternation, the Filter's rules, the Judger and the Instructor's reward (1 - adherence) on hand-built
 rollouts with the evaluator's answers scripted, the loss left to the role that trains, the instructions that join
-the pool; and a short run on the built-in posing model: the draw follows the schedule."""
+the pool (the draw in a real run: tests/test_seif_mechanism.py)."""
 
 from types import SimpleNamespace
 
@@ -9,9 +9,7 @@ import pytest
 from stackrl import Generation, RewardContext, Rollout
 from stackrl.blocks.selfinstruct import SelfInstructSettings
 from stackrl.pool import CATEGORY_COLUMN
-from stackrl.run import build_trainer
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import DrawnGroups
 from stackrl_seif import SEIF, SEIFConfig
 from stackrl_seif.plugin import ANSWER_COLUMN, SNAPSHOT
 from stackrl_seif.roles import Role, Schedule, instructor_reward, judged, rejection
