@@ -41,16 +41,16 @@ def written(kind: str, answer: str) -> str:
 
 @contextmanager
 def written_policy(answers: dict[str, str], tokenizer):
-    """The policy's samples replaced: row i of a batch gets the completion of kind ``KINDS[i % 4]``."""
+    """The policy's samples replaced: row i of a batch gets the completion of kind ``KINDS[i % 4]`` (the model
+    samples nothing; the plugin trains each completion on its prompt's own tokens)."""
     generate = PolicyAccess.generate
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
 
     def writing(self, prompts, **kwargs):
-        sampled = generate(self, prompts, **kwargs)
         out = []
-        for i, (prompt, sample) in enumerate(zip(prompts, sampled)):
+        for i, prompt in enumerate(prompts):
             text = written(KINDS[i % len(KINDS)], answers[prompt])
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            out.append(Generation(sample.prompt_ids, ids, text))
+            out.append(Generation(encode(prompt), encode(text) + [tokenizer.eos_token_id], text))
         return out
 
     PolicyAccess.generate = writing
@@ -120,7 +120,7 @@ def run(seed: int, overrides=()) -> dict:
     rollout = trainer._rollouts["train"]
     advantages = {kind: [] for kind in KINDS}
     for i, text in enumerate(rollout.completions):
-        kind = next(k for k in KINDS if text == written(k, rollout.columns["answer"][i]))
+        kind = next(k for k in KINDS if text.strip() == written(k, rollout.columns["answer"][i]))
         advantages[kind].append(float(rollout.advantages[i]))
     on_information, on_own = 0.0, float("inf")
     for call in gradients.calls:
@@ -138,8 +138,8 @@ def run(seed: int, overrides=()) -> dict:
 def main():
     from stackrl.testing.benchmark import arguments, compare
 
-    args = arguments(__doc__.splitlines()[0], steps=1, methods=("ssrl",)).parse_args()
-    compare(args, args.methods, lambda method, seed, folder: run(seed, args.overrides),
+    args = arguments(__doc__.splitlines()[0], steps=None).parse_args()
+    compare(args, ["ssrl"], lambda method, seed, folder: run(seed, args.overrides),
             figures=(*(f"advantage_{kind}" for kind in KINDS), "grad_information_max", "grad_own_min"))
 
 

@@ -76,7 +76,7 @@ class SSRL(stackrl.Plugin):
         if self.config.outcome_weight > 0:
             run.need_column("ssrl.answer_column", self.config.answer_column, "the outcome term compares answers with it")
         if self.config.template != "{prompt}":
-            run.check_template(self, "ssrl.template")
+            run.check_template(self, "template")
 
     @stackrl.hookimpl
     def transform_prompts(self, prompts, ctx):
