@@ -13,12 +13,13 @@ from __future__ import annotations
 from stackrl import ConfigError, Plugin, Samples, hookimpl
 from stackrl.blocks.judges import Judge, JudgeSettings, Scale
 from stackrl.blocks.roles import assign_roles, first_turns, rows_of_groups, text_prompt
-from stackrl.rewards import ROLE_COLUMN, SOLVE, VERIFY, extract_answer
+from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES, SOLVE, VERIFY, extract_answer
 from stackrl.tasks import judge_prompt
 from stackrl_comas.config import ComasConfig
 from stackrl_comas.rewards import VERDICT_MARK, critique_reward, scorer_prompt, solution_reward
 
 SOLUTION_COLUMN = "comas_solution"  # column: the solution a critique row critiques (None on solve rows)
+SOLUTION, CRITIQUE = "solution", "critique"  # what a row is to the scorer
 
 
 class Comas(Plugin):
@@ -59,33 +60,41 @@ class Comas(Plugin):
 
     @hookimpl
     def reward(self, ctx):
-        rollout, n = ctx.rollout, len(rollout)
+        rollout = ctx.rollout
+        n = len(rollout)
         roles = rollout.columns.get(ROLE_COLUMN, [SOLVE] * n)  # no roles in evaluation: every row solves
         critiqued = rollout.columns.get(SOLUTION_COLUMN, [None] * n)
-        questions = [text_prompt(p, role=VERIFY) for p in rollout.prompts]
-        # The solution each row is about (a critique row's: the one it critiqued), and a critique of it (a solve
+        # A row is a critique of ours (its solution in the column), a solution (a role that answers the question),
+        # or neither (another plugin's role: left unscored).
+        kind = [CRITIQUE if critiqued[i] is not None else SOLUTION if roles[i] in SOLUTION_ROLES else None
+                for i in range(n)]
+        rows = [i for i in range(n) if kind[i] is not None]
+        questions = {i: text_prompt(rollout.prompts[i], role=roles[i]) for i in rows}
+        # The solution each row is about (a critique row's: the one it critiqued), and a critique of it (a solution
         # row's: one sampled now from the policy in the judge role, not trained).
-        solutions = [critiqued[i] if roles[i] == VERIFY else rollout.completions[i] for i in range(n)]
-        solving = [i for i in range(n) if roles[i] != VERIFY]
-        sampled = ctx.generate([judge_prompt(questions[i], solutions[i]) for i in solving]) if solving else []
-        critiques = list(rollout.completions)
-        for i, generation in zip(solving, sampled):
-            critiques[i] = generation.text
-        scores = self.scorer.judgements(ctx, [scorer_prompt(q, s, c) for q, s, c in zip(questions, solutions, critiques)])
+        solutions = {i: critiqued[i] if kind[i] == CRITIQUE else rollout.completions[i] for i in rows}
+        critiques = {i: rollout.completions[i] for i in rows if kind[i] == CRITIQUE}
+        solving = [i for i in rows if kind[i] == SOLUTION]
+        if solving:
+            sampled = ctx.generate([judge_prompt(questions[i], solutions[i]) for i in solving])
+            critiques.update({i: generation.text for i, generation in zip(solving, sampled)})
+        judged = self.scorer.judgements(ctx, [scorer_prompt(questions[i], solutions[i], critiques[i]) for i in rows]) if rows else []
+        scores = dict(zip(rows, judged))
         c = self.config
-        rewards = [critique_reward(s, c.malformed) if roles[i] == VERIFY else solution_reward(s, c.malformed)
-                   for i, s in enumerate(scores)]
-        ctx.acted(sum(s is not None for s in scores), of=n, hint=f"the scorer gave no verdict; see {self.name}.scorer_max_tokens")
+        rewards = [None if kind[i] is None else
+                   critique_reward(scores[i], c.malformed) if kind[i] == CRITIQUE else solution_reward(scores[i], c.malformed)
+                   for i in range(n)]
+        formed = sum(s is not None for s in judged)
+        ctx.acted(formed, of=n, hint=f"the scorer gave no verdict; see {self.name}.scorer_max_tokens")
         # Pseudo-labels: the answer of the solution a row is about, where the scorer accepted that solution.
-        ctx.declare_pseudo_labels([extract_answer(t) if s is not None and s >= 0.5 else None
-                                   for t, s in zip(solutions, scores)])
-        self._log(ctx, roles, scores)
+        ctx.declare_pseudo_labels([extract_answer(solutions[i]) if scores.get(i) is not None and scores[i] >= 0.5 else None
+                                   for i in range(n)])
+        self._log(ctx, kind, scores)
         return rewards
 
-    def _log(self, ctx, roles, scores) -> None:
-        ctx.log("score_malformed", sum(s is None for s in scores) / max(1, len(scores)))
-        for role, name in ((SOLVE, "solution_score"), (VERIFY, "critique_score")):
-            mine = [s for r, s in zip(roles, scores) if (r == VERIFY) == (role == VERIFY) and s is not None]
-            if mine:
-                ctx.log(name, sum(mine) / len(mine))  # the normalised score of the solutions, of those critiqued
-
+    def _log(self, ctx, kind, scores) -> None:
+        ctx.log("score_malformed", sum(s is None for s in scores.values()) / max(1, len(scores)))
+        for which, name in ((SOLUTION, "solution_score"), (CRITIQUE, "critique_score")):
+            mine = [s for i, s in scores.items() if kind[i] == which and s is not None]
+            if mine:  # the mean normalised score of the solutions: on solve rows, and on critique rows
+                ctx.log(name, sum(mine) / len(mine))

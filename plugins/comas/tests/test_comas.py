@@ -22,6 +22,7 @@ CALLS_RIGHT = "3 + 4 = 7 | 7 yes\n7 * 2 = 14 | 14 yes\n14 | 14 yes\nVerdict: cor
 
 class TestConformance(PluginConformance):
     plugin_name = "comas"
+    plugin_settings = {"comas": {"scorer_max_tokens": 8}}  # the scorer's length is the run's cost, not what is checked
     refused_settings = [({"critique_share": 1.0}, r"must be in \(0, 1\)"), ({"critique_share": 0.0}, r"must be in \(0, 1\)"),
                         ({"scorer_temperature": -0.5}, "must be 0"), ({"scorer_max_tokens": 0}, "at least 1"),
                         ({"malformed": -1.0}, r"must be in \[0, 1\]")]
@@ -104,13 +105,13 @@ def test_an_unreadable_score_gives_both_sides_the_malformed_value():
 
 
 def test_on_the_built_in_model_critique_groups_critique_one_on_policy_solution_and_no_answer_is_read(make_config):
-    config = make_config(["comas"], model={"name_or_path": "stackrl/arith-tiny"}, rewards={"exact_match": 0.0},
+    config = make_config(["comas"], model={"name_or_path": "stackrl/arith-tiny"}, rewards={"exact_match": None},
                          data={"label_free": True},
-                         comas={"scorer_max_tokens": 16}, trainer={"per_device_train_batch_size": 16, "max_completion_length": 48})
+                         comas={"scorer_max_tokens": 4}, trainer={"per_device_train_batch_size": 8, "max_completion_length": 24})
     trainer = train_steps(config, steps=1)
     rollout, decode, size = trainer._rollouts["train"], trainer.processing_class.decode, 4
     roles = rollout.columns["role"]
-    assert roles == [SOLVE] * 8 + [VERIFY] * 8 and "answer" not in rollout.columns
+    assert roles == [SOLVE] * 4 + [VERIFY] * 4 and "answer" not in rollout.columns
     for i, role in enumerate(roles):
         prompt, solution = rollout.prompts[i], rollout.columns["comas_solution"][i]
         if role == SOLVE:
