@@ -32,7 +32,7 @@ class Comas(Plugin):
         self.shares = {SOLVE: 1 - c.critique_share, VERIFY: c.critique_share}
         self.scorer = Judge(JudgeSettings(judge_template="{attempt}", scale=Scale.correct_wrong, mode=c.scorer,
                                           verdict_prefix=VERDICT_MARK, max_new_tokens=c.scorer_max_tokens,
-                                          temperature=c.scorer_temperature), self.name)
+                                          temperature=c.scorer_temperature), "comas")
 
     def check_run(self, run):
         if run.chat:
