@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from stackrl import ConfigError, Plugin, Samples, hookimpl
 from stackrl.blocks.judges import Judge, JudgeSettings, Scale
-from stackrl.blocks.roles import assign_roles, first_turns, rows_of_groups, text_prompt
+from stackrl.blocks.roles import assign_roles, judged_attempt_rows, rows_of_groups, text_prompt
 from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES, SOLVE, VERIFY, extract_answer
 from stackrl.tasks import judge_prompt
 from stackrl_comas.config import ComasConfig
@@ -47,10 +47,7 @@ class Comas(Plugin):
             return None
         size = ctx.group_size
         group_roles = assign_roles(len(prompts) // size, self.shares, key=f"{self.name}.critique_share")
-        solutions = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
-        rows = [judge_prompt(text_prompt(p, role=VERIFY), solutions[i // size]) if i // size in solutions else p
-                for i, p in enumerate(prompts)]
-        generations = ctx.generate(rows)
+        solutions, generations = judged_attempt_rows(prompts, group_roles, VERIFY, ctx)  # another agent's solution
         return Samples(
             completion_ids=[g.completion_ids for g in generations],
             prompt_ids=[g.prompt_ids for g in generations],
