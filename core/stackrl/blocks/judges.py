@@ -122,11 +122,7 @@ class Judge:
 
     def __call__(self, ctx) -> list[float | None]:
         """Each completion's judgement in ``[0, 1]`` (``None``: malformed); logs ``judge_malformed``, the share."""
-        prompts = self.prompts(ctx.rollout)
-        if self.settings.mode is Mode.generate:
-            judgements = self._generated(ctx, prompts)
-        else:
-            judgements = self._likelihood(ctx, prompts)
+        judgements = self.judgements(ctx, self.prompts(ctx.rollout))
         ctx.log("judge_malformed", sum(j is None for j in judgements) / max(1, len(judgements)))
         formed = sum(j is not None for j in judgements)
         s, section = self.settings, self.section  # every judged completion counts as the plugin's activity
@@ -134,6 +130,13 @@ class Judge:
         ctx.acted(formed, of=len(judgements), hint=None if formed else (
             f"no judgement held a verdict of {section}.scale '{s.scale.value}'{after}; see {section}.judge_template"))
         return judgements
+
+    def judgements(self, ctx, prompts: list) -> list[float | None]:
+        """The judgement of each of ``prompts``, judge prompts a plugin built itself (``None``: malformed), as the
+        settings say; neither logged nor reported as activity (``__call__`` does both for a rollout's own)."""
+        if self.settings.mode is Mode.generate:
+            return self._generated(ctx, prompts)
+        return self._likelihood(ctx, prompts)
 
     def _generated(self, ctx, prompts) -> list[float | None]:
         s = self.settings

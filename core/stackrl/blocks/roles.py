@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from stackrl.errors import ConfigError, PluginError
+from stackrl.tasks import judge_prompt
 
 def assign_roles(num_groups: int, fractions: dict[str, float], *, key: str) -> list[str]:
     """The role of each of ``num_groups`` groups, by the share ``fractions`` gives each role.
@@ -51,6 +52,18 @@ def first_turns(prompts: list, group_roles: Sequence[str], roles, ctx, samples: 
     groups = [g for g, role in enumerate(group_roles) if role in roles]
     generations = ctx.generate([prompts[g * size] for g in groups for _ in range(samples)])
     return {g: generations[k * samples : (k + 1) * samples] for k, g in enumerate(groups)}
+
+
+def judged_attempt_rows(prompts: list, group_roles: Sequence[str], role: str, ctx) -> tuple[dict[int, str], list]:
+    """The rows of a batch in which the groups of ``role`` judge one on-policy attempt each: an attempt at each such
+    group's question (:func:`first_turns`), then one generation a row, the groups of ``role`` from the judge prompt
+    of their attempt (:func:`stackrl.tasks.judge_prompt`), the others from their own prompt. Returns the attempts,
+    ``{group: text}``, and the generations of every row (rise's verify groups, comas's critique groups)."""
+    size = len(prompts) // len(group_roles)
+    attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {role}, ctx).items()}
+    rows = [judge_prompt(text_prompt(prompt, role=role), attempts[i // size]) if i // size in attempts else prompt
+            for i, prompt in enumerate(prompts)]
+    return attempts, ctx.generate(rows)
 
 
 def text_prompt(prompt, *, role: str):

@@ -10,9 +10,9 @@ share a baseline.
 from __future__ import annotations
 
 from stackrl import ConfigError, Plugin, Samples, hookimpl
-from stackrl.blocks.roles import assign_roles, first_turns, rows_of_groups, text_prompt
+from stackrl.blocks.roles import assign_roles, judged_attempt_rows, rows_of_groups
 from stackrl.rewards import ROLE_COLUMN, SOLVE, VERIFY, reference_answers
-from stackrl.tasks import judge_prompt, parse_verdict
+from stackrl.tasks import parse_verdict
 from stackrl_rise.config import RiseConfig
 from stackrl_rise.scores import critique_score, solution_score
 
@@ -43,13 +43,8 @@ class Rise(Plugin):
         group_roles = assign_roles(len(prompts) // size, self.shares, key=f"{self.name}.verify_share")
         # A group without an answer has no attempt to tell right from wrong: it solves, and rise leaves it unscored.
         group_roles = [SOLVE if answers[g * size] is None else role for g, role in enumerate(group_roles)]
-        attempts = {g: tries[0].text for g, tries in first_turns(prompts, group_roles, {VERIFY}, ctx).items()}
+        attempts, generations = judged_attempt_rows(prompts, group_roles, VERIFY, ctx)
         ctx.acted(len(attempts), of=len(group_roles), hint=f"{self.name}.verify_share is {self.config.verify_share}")
-        rows = [
-            judge_prompt(text_prompt(prompt, role=VERIFY), attempts[i // size]) if i // size in attempts else prompt
-            for i, prompt in enumerate(prompts)
-        ]
-        generations = ctx.generate(rows)
         attempt_correct = [
             solution_score(attempts[g], answers[g * size], self.config) == self.config.correct if g in attempts else None
             for g in range(len(group_roles))
