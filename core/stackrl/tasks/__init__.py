@@ -3,7 +3,9 @@
 ``TASKS`` maps a task name to ``make_dataset(split="train", size=256, seed=0, categories=None) -> Dataset``;
 ``BUILTIN_MODELS`` maps a model name usable as ``model.name_or_path`` to a callable returning the local folder
 of a normal Hugging Face checkpoint (load it with ``from_pretrained``). The roles of the built-in task beyond
-solving (judge and retry prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`.
+solving (judge, retry and corrupt prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`,
+the task's states and transitions from :mod:`stackrl.tasks.transitions`, its decomposer-solver pipeline from
+:mod:`stackrl.tasks.decomposition`.
 """
 
 from __future__ import annotations
