@@ -146,3 +146,26 @@ def test_the_new_roles_are_taught_in_their_formats():
     texts = [decode(prompt) for prompt, _ in mixed]
     assert 10 < sum(t.endswith("Check:\n") for t in texts) < 54 and 10 < sum(t.startswith("State:") for t in texts) < 54
 
+
+
+def test_a_snapshot_is_the_run_that_stops_there(tmp_path):
+    """What lets the shipped checkpoint be a snapshot (finish_snapshot): a run of k steps makes the same weights."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from stackrl.tasks import arith_skills_path
+    from stackrl.tasks.pretrain import RECORD_FILE, recipe_hash
+    from stackrl.tasks.pretrain_roles import RECIPE, finish_snapshot, pretrain_roles
+
+    quick = dict(init=arith_skills_path(), batch_size=4, train_size=50, eval_per_category=1, redo_problems=6,
+                 threads=1, warmup=2)
+    pretrain_roles(tmp_path / "long", steps=3, save_every=2, **quick)
+    pretrain_roles(tmp_path / "short", steps=2, **quick)
+    snapshot, short = tmp_path / "long-roles2", tmp_path / "short"
+    finish_snapshot(snapshot, train_seconds=1)
+    record, made = (json.loads((folder / RECORD_FILE).read_text()) for folder in (snapshot, short))
+    assert record["snapshot"]["of_steps"] == 3 and record["settings"]["steps"] == made["settings"]["steps"] == 2
+    assert record["summary"]["roles"] == made["summary"]["roles"] and record["recipe_sha256"] == recipe_hash(RECIPE)
+    weights = load_file(snapshot / "model.safetensors")
+    assert all((weights[k] == v).all() for k, v in load_file(short / "model.safetensors").items())

@@ -42,7 +42,7 @@ from stackrl.tasks.pretrain import (
     recipe_hash,
 )
 
-__all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_roles", "main", "pretrain_roles"]
+__all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_roles", "finish_snapshot", "main", "pretrain_roles"]
 
 NEW_ROLES = ("corrupt", "forward", "inverse", "decompose", "subsolve")
 DEFAULT_MIX = (
@@ -204,6 +204,42 @@ def pretrain_roles(
     }
     summary["eval_seconds"] = round(time.time() - t_eval)
     save(out, summary=summary)
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+def finish_snapshot(folder: str | Path, train_seconds: int) -> dict:
+    """Measure a snapshot a run saved (``--save-every``) and record it as the run of that many steps it is: the
+    rate is constant after warmup and nothing else depends on the run's length, so the snapshot at step k is the
+    model ``--steps k`` makes. Its record's settings take ``steps`` k and ``save_every`` 0, keep the run it came
+    from under ``snapshot``, and gain the summary ``pretrain_roles`` would have written (``train_seconds`` as the
+    run's log gave it at step k)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from stackrl.tasks.arithmetic import CATEGORIES, make_dataset
+
+    folder = Path(folder)
+    record = json.loads((folder / RECORD_FILE).read_text())
+    settings = record["settings"]
+    if settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
+    record["snapshot"] = {**record["snapshot"], "of_steps": settings["steps"], "out": settings["out"]}
+    settings.update(steps=record["snapshot"]["step"], save_every=0, out=str(folder))
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    test = make_dataset("test", settings["eval_per_category"] * len(CATEGORIES), seed=settings["seed"])
+    t_eval, seed = time.time(), settings["seed"]
+    summary = {
+        "params": sum(p.numel() for p in model.parameters()),
+        "train_seconds": train_seconds,
+        "greedy": evaluate(model, tokenizer, test),
+        "sampled": evaluate(model, tokenizer, test, greedy=False, seed=seed),
+        "skills": evaluate_skills(model, tokenizer, test, seed=seed),
+        "roles": evaluate_roles(model, tokenizer, test, seed=seed),
+    }
+    summary["eval_seconds"] = round(time.time() - t_eval)
+    record["summary"] = summary
+    (folder / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(summary), flush=True)
     return summary
 
