@@ -187,7 +187,11 @@ REFUSED = [
      f"a.yaml (data.prompt_template), command line (data.source): data.prompt_template names column 'problem', "
      f"which data.source ({ROWS}) lacks; columns: question, answer"),
     ("unknown skill to evaluate", {}, ["eval.skill=grade"],
-     "command line: eval.skill must be one of solve, judge, repair, recheck, debate, pose, not 'grade'"),
+     "command line: eval.skill must be one of solve, judge, repair, recheck, debate, pose, corrupt, transition, "
+     "decompose, not 'grade'"),
+    ("world-modelling without the built-in task", {"eval": {"skill": "transition"}}, [f"data.source={ROWS}"],
+     f"a.yaml (eval.skill), command line (data.source): eval.skill transition is measured on the built-in task's "
+     f"solutions (docs/roles.md); it needs data.source: arithmetic, not '{ROWS}'"),
     ("judging without the built-in task", {"eval": {"skill": "judge"}}, [f"data.source={ROWS}"],
      f"a.yaml (eval.skill), command line (data.source): eval.skill judge shows the built-in task's solutions and "
      f"slipped copies of them; it needs data.source: arithmetic, not '{ROWS}'"),

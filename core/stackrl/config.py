@@ -83,7 +83,8 @@ class EvalSection:
     batch_size: int = 64
     seed: int = 0
     metric: str = "exact_match"  # a built-in outcome reward that judges a completion
-    skill: str = "solve"  # what `stackrl eval` measures: solve, judge, repair, recheck, debate or pose (docs/roles.md)
+    skill: str = "solve"  # what `stackrl eval` measures: solve, judge, repair, recheck, debate, pose, corrupt, transition
+    # or decompose (docs/roles.md)
     verify_vote: bool = False  # solve: the model also judges each sample; vmaj@k votes among those it accepts
     before_and_after: bool = True  # evaluate at the start and the end of `stackrl train`
     every_steps: int = 0  # also evaluate every this many training steps (0 = only before and after)
@@ -398,6 +399,11 @@ def _check_skill(config: LoadedConfig) -> None:
     if skill == "judge" and data.source != "arithmetic":
         raise ConfigError(
             f"eval.skill judge shows the built-in task's solutions and slipped copies of them; it needs "
+            f"data.source: arithmetic, not '{data.source}'"
+        )
+    if skill in ("corrupt", "transition", "decompose") and data.source != "arithmetic":
+        raise ConfigError(
+            f"eval.skill {skill} is measured on the built-in task's solutions (docs/roles.md); it needs "
             f"data.source: arithmetic, not '{data.source}'"
         )
     if skill == "pose" and data.source != "arithmetic":

@@ -132,9 +132,9 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
     """Held-out figures of ``eval.skill`` on ``eval.size`` problems of the ``eval.split`` split.
 
     solve: pass@1 (the mean correctness of ``eval.samples`` completions per problem), majority@k, pass@k (some
-    sample right; when k > 1) and pass@1 per category. judge, repair, recheck, debate and pose (one reply per
-    prompt): the figures of :mod:`stackrl.tasks.skills`; pose shows the problems four to a request. The same model
-    and config give the same figures.
+    sample right; when k > 1) and pass@1 per category. judge, repair, recheck, debate, pose, corrupt, transition and
+    decompose (one reply per prompt): the figures of :mod:`stackrl.tasks.skills`; pose shows the problems four to a
+    request. The same model and config give the same figures.
 
     With an ``accelerator`` over several processes, every process must call this: each evaluates a share of the
     batches and all return the figures for the whole split, the same as one process computes.
@@ -181,6 +181,12 @@ def evaluate(model, tokenizer, config: LoadedConfig, max_new_tokens: int, accele
         if section.skill == "pose":
             requests, shown = skills.pose_requests(prompts)
             return {"skill": "pose", **skills.pose_figures(reply(requests), shown)}
+        if section.skill in skills.ROLE_SKILLS:
+            figures = skills.measure_role(
+                section.skill, prompts, list(dataset["solution"]), right,
+                lambda texts, offset: reply(texts, section.seed + offset), categories=categories,
+            )
+            return {"skill": section.skill, **figures}
         k = section.samples
         completions = generate(prompts, k)
         verdicts = None

@@ -3,16 +3,20 @@
 ``TASKS`` maps a task name to ``make_dataset(split="train", size=256, seed=0, categories=None) -> Dataset``;
 ``BUILTIN_MODELS`` maps a model name usable as ``model.name_or_path`` to a callable returning the local folder
 of a normal Hugging Face checkpoint (load it with ``from_pretrained``). The roles of the built-in task beyond
-solving (judge and retry prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`.
+solving (judge, retry and corrupt prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`,
+the task's states and transitions from :mod:`stackrl.tasks.transitions`, its decomposer-solver pipeline from
+:mod:`stackrl.tasks.decomposition`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import arithmetic, roles
+from . import arithmetic, decomposition, roles, transitions
 from .roles import (
     CORRECT,
+    CORRUPT_MARKER,
+    CORRUPT_TEMPLATE,
     DIFFERENT,
     JUDGE_MARKER,
     JUDGE_TEMPLATE,
@@ -23,6 +27,7 @@ from .roles import (
     WRONG,
     checked_retry_prompt,
     compare_line,
+    corrupt_prompt,
     first_wrong_line,
     judge_prompt,
     judged_wrong_step,
@@ -30,6 +35,7 @@ from .roles import (
     redone_step,
     retry_prompt,
     slip,
+    wrong_lines,
 )
 
 _ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -53,13 +59,26 @@ def arith_skills_path() -> Path:
     return _shipped("arith-skills")
 
 
+def arith_roles_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-roles`` checkpoint: arith-skills taught as well to corrupt a
+    solution, to model the task's transitions and to decompose a question for a solver (its README.md says how it
+    was made and what it can do)."""
+    return _shipped("arith-roles")
+
+
 TASKS = {"arithmetic": arithmetic.make_dataset}
 ANSWER_FORMATS = {"arithmetic": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
-BUILTIN_MODELS = {"stackrl/arith-tiny": arith_tiny_path, "stackrl/arith-skills": arith_skills_path}
+BUILTIN_MODELS = {
+    "stackrl/arith-tiny": arith_tiny_path,
+    "stackrl/arith-skills": arith_skills_path,
+    "stackrl/arith-roles": arith_roles_path,
+}
 
 __all__ = [
     "BUILTIN_MODELS",
     "CORRECT",
+    "CORRUPT_MARKER",
+    "CORRUPT_TEMPLATE",
     "DIFFERENT",
     "JUDGE_MARKER",
     "JUDGE_TEMPLATE",
@@ -70,11 +89,14 @@ __all__ = [
     "ANSWER_FORMATS",
     "VERDICT_PREFIX",
     "WRONG",
+    "arith_roles_path",
     "arith_skills_path",
     "arith_tiny_path",
     "arithmetic",
     "checked_retry_prompt",
     "compare_line",
+    "corrupt_prompt",
+    "decomposition",
     "first_wrong_line",
     "judge_prompt",
     "judged_wrong_step",
@@ -83,4 +105,6 @@ __all__ = [
     "retry_prompt",
     "roles",
     "slip",
+    "transitions",
+    "wrong_lines",
 ]

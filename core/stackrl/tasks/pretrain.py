@@ -397,14 +397,15 @@ _RECIPE = (
 RECORD_FILE = "stackrl_pretrain.json"
 
 
-def recipe_hash() -> str:
-    """sha256 of the source (or value) of everything in ``_RECIPE``."""
+def recipe_hash(names: tuple[str, ...] | list[str] | None = None) -> str:
+    """sha256 of the source (or value) of everything in ``names`` ("module:attribute"; default ``_RECIPE``, the
+    recipe of arith-tiny and arith-skills)."""
     import hashlib
     import importlib
     import inspect
 
     digest = hashlib.sha256()
-    for name in _RECIPE:
+    for name in _RECIPE if names is None else names:
         module, attribute = name.split(":")
         value = getattr(importlib.import_module(module), attribute)
         digest.update(name.encode())

@@ -25,6 +25,8 @@ from stackrl.answers import answer_after_phrase
 
 __all__ = [
     "CORRECT",
+    "CORRUPT_MARKER",
+    "CORRUPT_TEMPLATE",
     "DIFFERENT",
     "JUDGE_MARKER",
     "JUDGE_TEMPLATE",
@@ -35,6 +37,7 @@ __all__ = [
     "WRONG",
     "checked_retry_prompt",
     "compare_line",
+    "corrupt_prompt",
     "first_wrong_line",
     "judge_prompt",
     "judge_reply",
@@ -43,6 +46,7 @@ __all__ = [
     "redone_step",
     "retry_prompt",
     "slip",
+    "wrong_lines",
 ]
 
 JUDGE_MARKER = "Check:"
@@ -52,6 +56,10 @@ CORRECT, WRONG = "correct", "wrong"  # the verdict words
 SAME, DIFFERENT = "yes", "no"  # the marks of a check line
 RETRY_INSTRUCTION = "Try again."
 RETRY_TEMPLATE = "{prompt}{attempt}\n" + RETRY_INSTRUCTION + "\n"
+# The sneaky generator's prompt (SPC): a right solution, then the marker; the reply is that solution with one step
+# made wrong, as slip() makes it (stackrl/arith-roles was taught it).
+CORRUPT_MARKER = "Corrupt:"
+CORRUPT_TEMPLATE = "{prompt}{solution}\n" + CORRUPT_MARKER + "\n"
 
 _STEP = re.compile(r"^(\d+) ([-+*]) (\d+) = (-?\d+)$")
 _FINAL = re.compile(r"^The answer is (-?\d+)\.$")
@@ -68,6 +76,12 @@ def judge_prompt(prompt: str, attempt: str) -> str:
 def retry_prompt(prompt: str, attempt: str) -> str:
     """The prompt asking for a new solution after ``attempt``, as :data:`RETRY_TEMPLATE` lays it out."""
     return RETRY_TEMPLATE.format(prompt=prompt, attempt=attempt)
+
+
+def corrupt_prompt(prompt: str, solution: str) -> str:
+    """The prompt asking to make ``solution`` to ``prompt`` wrong in one step, as :data:`CORRUPT_TEMPLATE` lays it
+    out; the reply is a whole solution, one of whose lines is wrong (:func:`wrong_lines`)."""
+    return CORRUPT_TEMPLATE.format(prompt=prompt, solution=solution)
 
 
 def checked_retry_prompt(prompt: str, attempt: str, check: str) -> str:
@@ -216,3 +230,27 @@ def compare_line(expected: int, written: int) -> str:
     built-in model can learn; with the worked-out value after the attempt's, it learned to copy instead.
     """
     return f"{expected} | {written} {SAME if expected == written else DIFFERENT}"
+
+
+def wrong_lines(question: str, attempt: str) -> int | None:
+    """How many lines of ``attempt`` are wrong in themselves (a step ``a op b = c`` whose result is not ``a op b``,
+    a final answer that is not the last step's result), where ``attempt`` is a solution of ``question``'s chain:
+    well formed, one step per operation of the question, each applying that operation to the question's first
+    number or to the result the step before wrote. ``None`` for any other text. A corrupted solution (a
+    :func:`slip`) has exactly one wrong line."""
+    from stackrl.tasks.transitions import read_state
+
+    read = read_state(question.strip().removeprefix("What is ").removesuffix("?"))
+    try:
+        steps, answer = _steps(attempt.strip())
+    except ValueError:
+        return None
+    if read is None or len(steps) != len(read[1]):
+        return None
+    value, wrong = read[0], 0
+    for (left, op, operand, result), expected in zip(steps, read[1]):
+        if left != value or (op, operand) != expected:
+            return None
+        wrong += _apply(left, op, operand) != result
+        value = result
+    return wrong + (answer != value)

@@ -15,6 +15,14 @@ script that makes the built-in models (:mod:`stackrl.tasks.pretrain`); generatin
 - pose: the problems written in reply to :func:`~stackrl.tasks.posing.request_text` requests, read with
   :func:`~stackrl.tasks.arithmetic.read_problem`: the shares that are the task's questions, of one of its
   categories, distinct, and not among the examples shown.
+- corrupt: each problem's solution shown after :data:`~stackrl.tasks.roles.CORRUPT_TEMPLATE`; ``one_wrong`` is the
+  share of replies that are a solution of the question's chain with exactly one wrong line
+  (:func:`~stackrl.tasks.roles.wrong_lines`), ``judge_missed`` the share of those a judge reply does not call wrong.
+- transition: every step of every problem, forward (state and action -> next state) and inverse (state and next
+  state -> action) (:mod:`stackrl.tasks.transitions`); exact-match accuracy of each.
+- decompose: decompositions of each question (:mod:`stackrl.tasks.decomposition`): the shares that are well formed,
+  that plant a result, and that are the faithful one; the solver's accuracy from the faithful decomposition, from
+  the planted one, and from the decomposer's own (the pipeline's end accuracy).
 """
 
 from __future__ import annotations
@@ -25,11 +33,19 @@ from stackrl.tasks.posing import parse_problems, request_text
 from stackrl.tasks.roles import checked_retry_prompt, judge_prompt, parse_verdict, retry_prompt, slip
 
 __all__ = [
+    "ROLE_SKILLS",
     "SKILLS",
+    "corrupt_figures",
+    "corrupt_prompts",
+    "decompose_figures",
+    "decompose_prompts",
+    "transition_figures",
+    "transition_prompts",
     "debate_figures",
     "debate_prompts",
     "judge_figures",
     "judge_prompts",
+    "measure_role",
     "pose_figures",
     "pose_requests",
     "recheck_prompts",
@@ -37,7 +53,7 @@ __all__ = [
     "repair_prompts",
 ]
 
-SKILLS = ("solve", "judge", "repair", "recheck", "debate", "pose")
+SKILLS = ("solve", "judge", "repair", "recheck", "debate", "pose", "corrupt", "transition", "decompose")
 
 
 def _mean(values) -> float:
@@ -153,3 +169,130 @@ def pose_figures(replies: list[str], shown: list[list[str]]) -> dict:
         "new": _mean(row["question"] not in examples for row, examples in questions),
         "by_category": {c: sum(row["category"] == c for row, _ in questions) for c in CATEGORIES},
     }
+
+
+def _by_category(values: list[float], categories: list[str] | None) -> dict:
+    """The mean of ``values`` overall (``all``) and, given ``categories``, per category under ``by_category``."""
+    result = {"all": _mean(values)}
+    if categories is not None:
+        names = dict.fromkeys(categories)
+        result["by_category"] = {c: _mean(v for v, k in zip(values, categories) if k == c) for c in names}
+    return result
+
+
+def corrupt_prompts(prompts: list[str], solutions: list[str]) -> list[str]:
+    """The sneaky generator's prompt for each problem: its solution, then the corrupt marker."""
+    from stackrl.tasks.roles import corrupt_prompt
+
+    return [corrupt_prompt(p, s) for p, s in zip(prompts, solutions)]
+
+
+def corrupt_figures(prompts: list[str], replies: list[str], verdicts: list[bool | None],
+                    categories: list[str] | None = None) -> dict:
+    """What the replies to :func:`corrupt_prompts` are: ``well_formed`` (a solution of the question's chain),
+    ``one_wrong`` (with exactly one wrong line), ``unchanged`` (no wrong line), and ``judge_missed``: of the
+    one-wrong replies, the share whose judge verdict (``verdicts``, :func:`~stackrl.tasks.roles.parse_verdict` of a
+    judge reply to each reply) is not "wrong". ``one_wrong`` and ``judge_missed`` per category under
+    ``by_category``."""
+    from stackrl.tasks.roles import wrong_lines
+
+    counts = [wrong_lines(p, r) for p, r in zip(prompts, replies)]
+    one = [c == 1 for c in counts]
+    fooled = [i for i, ok in enumerate(one) if ok]
+    missed = [verdicts[i] is not False for i in fooled]
+    result = {
+        "well_formed": _mean(c is not None for c in counts),
+        "one_wrong": _mean(one),
+        "unchanged": _mean(c == 0 for c in counts),
+        "judge_missed": _mean(missed),
+        "one_wrong_replies": len(fooled),
+    }
+    if categories is not None:
+        names = dict.fromkeys(categories)
+        result["by_category"] = {
+            c: {"one_wrong": _mean(o for o, k in zip(one, categories) if k == c),
+                "judge_missed": _mean(m for m, i in zip(missed, fooled) if categories[i] == c)}
+            for c in names
+        }
+    return result
+
+
+def transition_prompts(prompts: list[str], solutions: list[str]) -> tuple[list[str], list[str], list[str], list[str], list[int]]:
+    """Forward prompts, their targets (next states), inverse prompts, their targets (actions), and the index of
+    the problem each transition belongs to: every step of every problem."""
+    from stackrl.tasks.transitions import forward_prompt, inverse_prompt, transitions
+
+    forward, states, inverse, actions, owner = [], [], [], [], []
+    for i, (p, s) in enumerate(zip(prompts, solutions)):
+        for state, action, following in transitions(p, s):
+            forward.append(forward_prompt(state, action))
+            states.append(following)
+            inverse.append(inverse_prompt(state, following))
+            actions.append(action)
+            owner.append(i)
+    return forward, states, inverse, actions, owner
+
+
+def transition_figures(forward: list[str], states: list[str], inverse: list[str], actions: list[str],
+                       categories: list[str] | None = None) -> dict:
+    """Exact-match accuracy of forward replies against the next states and of inverse replies against the
+    actions (``categories`` one per transition), overall and by category."""
+    same = lambda replies, targets: [float(r.strip() == t) for r, t in zip(replies, targets)]  # noqa: E731
+    return {"forward": _by_category(same(forward, states), categories),
+            "inverse": _by_category(same(inverse, actions), categories),
+            "transitions": len(states)}
+
+
+def decompose_prompts(prompts: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """Decompose prompts, and the solver prompts of each question's faithful and planted decompositions."""
+    from stackrl.tasks.decomposition import decompose, decompose_prompt, solve_prompt
+
+    return ([decompose_prompt(p) for p in prompts], [solve_prompt(decompose(p)) for p in prompts],
+            [solve_prompt(decompose(p, planted=True)) for p in prompts])
+
+
+def decompose_figures(prompts: list[str], decompositions: list[str], faithful: list[float], planted: list[float],
+                      pipeline: list[float], categories: list[str] | None = None) -> dict:
+    """The decomposer's replies (``decompositions``): shares ``well_formed``, ``planted`` (a number the question
+    does not write, :func:`~stackrl.tasks.decomposition.plants_answer`) and ``faithful`` (the decomposition
+    :func:`~stackrl.tasks.decomposition.decompose` writes); the solver's correctness from the faithful and the
+    planted decompositions and from the decomposer's own (``pipeline``), each overall and by category."""
+    from stackrl.tasks.decomposition import decompose, plants_answer, well_formed
+
+    return {
+        "well_formed": _by_category([float(well_formed(p, d)) for p, d in zip(prompts, decompositions)], categories),
+        "planted": _by_category([float(plants_answer(p, d)) for p, d in zip(prompts, decompositions)], categories),
+        "faithful": _by_category([float(d.strip() == decompose(p)) for p, d in zip(prompts, decompositions)],
+                                 categories),
+        "solver_from_faithful": _by_category(faithful, categories),
+        "solver_from_planted": _by_category(planted, categories),
+        "pipeline": _by_category(pipeline, categories),
+    }
+
+
+ROLE_SKILLS = ("corrupt", "transition", "decompose")  # the skills stackrl/arith-roles adds
+
+
+def measure_role(skill: str, prompts: list[str], solutions: list[str], right, reply, judge=None,
+                 categories: list[str] | None = None) -> dict:
+    """The figures of one of :data:`ROLE_SKILLS` on problems (``prompts``, the questions, and their
+    ``solutions``): ``reply(texts, offset)`` generates one reply per text (``offset`` tells the calls apart, for
+    their seeds), ``judge`` the judge replies to corrupted solutions (default ``reply``), and ``right(texts)`` is
+    the correctness of one reply per problem."""
+    from stackrl.tasks.decomposition import solve_prompt
+
+    if skill == "corrupt":
+        corrupted = reply(corrupt_prompts(prompts, solutions), 0)
+        checks = (judge or reply)([judge_prompt(p, c) for p, c in zip(prompts, corrupted)], 1)
+        return corrupt_figures(prompts, corrupted, [parse_verdict(c) for c in checks], categories)
+    if skill == "transition":
+        forward, states, inverse, actions, owner = transition_prompts(prompts, solutions)
+        per_step = None if categories is None else [categories[i] for i in owner]
+        return transition_figures(reply(forward, 0), states, reply(inverse, 1), actions, per_step)
+    if skill == "decompose":
+        asks, faithful, planted = decompose_prompts(prompts)
+        decompositions = reply(asks, 0)
+        own = [solve_prompt(d) for d in decompositions]
+        return decompose_figures(prompts, decompositions, right(reply(faithful, 1)), right(reply(planted, 2)),
+                                 right(reply(own, 3)), categories)
+    raise ValueError(f"not one of {ROLE_SKILLS}: {skill!r}")
