@@ -112,16 +112,24 @@ def majority(group: GroupAnswers, unanswered_votes: bool = True) -> Majority:
     return Majority(group.distinct[chosen], sum(agrees), group.size, agrees)
 
 
-def solve(ctx, prompts: list, samples: int, read: Callable[[str], Optional[str]], *, math_verify: bool = True,
-          **sampling) -> list[GroupAnswers]:
+def solutions(ctx, prompts: list, samples: int, read: Callable[[str], Optional[str]], *, math_verify: bool = True,
+              **sampling) -> list[tuple[list[str], GroupAnswers]]:
     """The solver's sub-rollouts: ``samples`` completions of each of ``prompts`` in one ``ctx.generate`` call
-    (the same call on every process, so every process gets the same answers), each group's answers read by
-    ``read`` and clustered. ``sampling`` overrides the run's generation settings."""
+    (the same call on every process, so every process gets the same answers), each group's texts with its answers
+    read by ``read`` and clustered. ``sampling`` overrides the run's generation settings."""
     if not prompts:
         return []
     generations = ctx.generate([prompt for prompt in prompts for _ in range(samples)], **sampling)
-    answers = [read(generation.text) for generation in generations]
-    return [group_answers(answers[i * samples:(i + 1) * samples], math_verify) for i in range(len(prompts))]
+    texts = [generation.text for generation in generations]
+    answers = [read(text) for text in texts]
+    return [(texts[i * samples:(i + 1) * samples], group_answers(answers[i * samples:(i + 1) * samples], math_verify))
+            for i in range(len(prompts))]
+
+
+def solve(ctx, prompts: list, samples: int, read: Callable[[str], Optional[str]], *, math_verify: bool = True,
+          **sampling) -> list[GroupAnswers]:
+    """The clustered answers of :func:`solutions` (the texts dropped)."""
+    return [group for _, group in solutions(ctx, prompts, samples, read, math_verify=math_verify, **sampling)]
 
 
 def band_reward(votes: int, samples: int, min_votes: int = 1) -> float:
