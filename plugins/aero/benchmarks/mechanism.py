@@ -25,6 +25,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import torch
+
 from stackrl.answers import answer_after_phrase
 from stackrl.blocks.selfplay import posed_question
 from stackrl.policy import PolicyAccess
@@ -54,6 +56,18 @@ def recorded(calls: list):
         yield
     finally:
         PolicyAccess.generate = original
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch on one thread for the run: the tiny model gains nothing from two, and two threads spinning on a loaded
+    2-core machine made a 15-second test take ten minutes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def by_hand(answers: list, low: float, high: float):
@@ -176,7 +190,7 @@ def run(seed: int = 0, steps: int = 20, method: str = "aero", overrides=(), held
     answers) for ``steps`` steps: its figures (the monitor's, for aero; held-out greedy accuracy on ``heldout``
     problems where given) and the monitor."""
     monitor = Monitor()
-    with tempfile.TemporaryDirectory() as out, recorded(monitor.calls):
+    with tempfile.TemporaryDirectory() as out, recorded(monitor.calls), one_thread():
         settings = list(overrides) if method == "aero" else [*GRPO, *(o for o in overrides if not o.startswith("aero."))]
         config = recipe_config(RECIPE, plugins=method == "aero", seed=seed, steps=steps, output_dir=out,
                                overrides=settings)

@@ -21,7 +21,8 @@ import torch
 from stackrl import ConfigError, hookimpl
 from stackrl.answers import GroupAnswers, equivalent, extractor_of
 from stackrl.errors import PluginError
-from stackrl.blocks.selfplay import SelfPlayPlugin, SelfPlaySettings, posed_question, solutions
+from stackrl.blocks.selfplay import (SelfPlayPlugin, SelfPlaySettings, labelled_rewards, posed_question,
+                                     solutions)
 from stackrl_aero.correction import Verdict, counterfactual_label, first_attempt, refine_text, top_two
 from stackrl_aero.zone import Zone, normalised_entropy, zone
 
@@ -155,15 +156,7 @@ class AERO(SelfPlayPlugin):
         rewards = torch.full((len(rollout),), float("nan"))
 
         # The solver's rows: 1 for reaching the row's pseudo-label (rows without one are not scored).
-        labels = rollout.columns.get(LABEL_COLUMN, [None] * len(rollout))
-        scored = 0
-        for i, (g, label) in enumerate(zip(generator, labels)):
-            if g or label is None:
-                continue
-            answer = read(rollout.completions[i])
-            rewards[i] = float(answer is not None and equivalent(answer, label, config.math_verify))
-            scored += 1
-        ctx.declare_pseudo_labels([None if g else label for g, label in zip(generator, labels)])
+        scored = labelled_rewards(ctx, rewards, generator, LABEL_COLUMN, read, config.math_verify)
 
         # The generator's rows: 1 for a question in the ZPD; a reply that poses nothing is left out of the loss.
         rows = [i for i, g in enumerate(generator) if g]
