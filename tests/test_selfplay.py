@@ -1,5 +1,6 @@
 """The self-play block: the question a proposer's reply poses, the solver's prompt in the run's format, the majority
-of the solver's answers (unanswered ones voting as the authors count them) and the proposer's rewards."""
+of the solver's answers (unanswered ones voting as the authors count them), the proposer's rewards and the solver's
+reward against a pseudo-label."""
 
 from types import SimpleNamespace
 
@@ -7,8 +8,8 @@ import pytest
 
 from stackrl import Generation, Rollout
 from stackrl.answers import answer_after_phrase, group_answers
-from stackrl.blocks.selfplay import (QuestionPrompts, SelfPlayPool, band_reward, common_ending, majority,
-                                     posed_question, solve, topic_prompt, uncertainty_reward)
+from stackrl.blocks.selfplay import (QuestionPrompts, SelfPlayPool, band_reward, common_ending, labelled_rewards,
+                                     majority, posed_question, solutions, solve, topic_prompt, uncertainty_reward)
 
 
 def test_the_posed_question_is_the_first_item_of_the_continued_list_or_the_whole_reply():
@@ -83,6 +84,21 @@ def test_solve_samples_each_prompt_in_one_call_and_clusters_its_answers():
     assert calls == [(["p"] * 4 + ["q"] * 4, {"temperature": 1.0})]
     assert [(g.distinct, g.counts) for g in groups] == [(["5", "6"], [2, 1])] * 2
     assert solve(ctx, [], 4, answer_after_phrase) == [] and len(calls) == 1
+    texts, group = solutions(ctx, ["p"], 4, answer_after_phrase, math_verify=False)[0]
+    assert texts == ["The answer is 5.", "The answer is 5.", "The answer is 6.", "none"] and group.counts == [2, 1]
+
+
+def test_labelled_rows_earn_one_for_reaching_their_label_and_the_rest_are_left_alone():
+    declared = []
+    completions = ["Q?", "The answer is 7.", "The answer is 8.", "none", "The answer is 7."]
+    labels = [None, "7", "7", "7", None]
+    rollout = Rollout(["t", "q", "q", "q", "d"], completions, [[1]] * 5, [[2]] * 5, {"lab": labels}, group_size=1)
+    ctx = SimpleNamespace(rollout=rollout, declare_pseudo_labels=declared.append)
+    rewards = [None] * 5
+    scored = labelled_rewards(ctx, rewards, [True, False, False, False, False], "lab", answer_after_phrase, False)
+    # The proposer's row and the unlabelled row untouched; 7 right, 8 wrong, no answer wrong.
+    assert (scored, rewards) == (3, [None, 1.0, 0.0, 0.0, None])
+    assert declared == [[None, "7", "7", "7", None]]
 
 
 class FakePool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
-from stackrl.answers import AnswerSettings, GroupAnswers, group_answers
+from stackrl.answers import AnswerSettings, GroupAnswers, equivalent, group_answers
 from stackrl.errors import ConfigError, PluginError
 from stackrl.hookspecs import hookimpl
 from stackrl.plugin import Plugin
@@ -112,16 +112,24 @@ def majority(group: GroupAnswers, unanswered_votes: bool = True) -> Majority:
     return Majority(group.distinct[chosen], sum(agrees), group.size, agrees)
 
 
-def solve(ctx, prompts: list, samples: int, read: Callable[[str], Optional[str]], *, math_verify: bool = True,
-          **sampling) -> list[GroupAnswers]:
+def solutions(ctx, prompts: list, samples: int, read: Callable[[str], Optional[str]], *, math_verify: bool = True,
+              **sampling) -> list[tuple[list[str], GroupAnswers]]:
     """The solver's sub-rollouts: ``samples`` completions of each of ``prompts`` in one ``ctx.generate`` call
-    (the same call on every process, so every process gets the same answers), each group's answers read by
-    ``read`` and clustered. ``sampling`` overrides the run's generation settings."""
+    (the same call on every process, so every process gets the same answers), each group's texts with its answers
+    read by ``read`` and clustered. ``sampling`` overrides the run's generation settings."""
     if not prompts:
         return []
     generations = ctx.generate([prompt for prompt in prompts for _ in range(samples)], **sampling)
-    answers = [read(generation.text) for generation in generations]
-    return [group_answers(answers[i * samples:(i + 1) * samples], math_verify) for i in range(len(prompts))]
+    texts = [generation.text for generation in generations]
+    answers = [read(text) for text in texts]
+    return [(texts[i * samples:(i + 1) * samples], group_answers(answers[i * samples:(i + 1) * samples], math_verify))
+            for i in range(len(prompts))]
+
+
+def solve(ctx, prompts: list, samples: int, read: Callable[[str], Optional[str]], *, math_verify: bool = True,
+          **sampling) -> list[GroupAnswers]:
+    """The clustered answers of :func:`solutions` (the texts dropped)."""
+    return [group for _, group in solutions(ctx, prompts, samples, read, math_verify=math_verify, **sampling)]
 
 
 def band_reward(votes: int, samples: int, min_votes: int = 1) -> float:
@@ -236,6 +244,25 @@ def solver_majorities(answers: list, group_size: int, skip: list[bool], math_ver
     row is not in ``skip`` (a proposer's group), by group number."""
     return {g: majority(group_answers(answers[start:start + group_size], math_verify), unanswered_votes)
             for g, start in enumerate(range(0, len(answers), group_size)) if not skip[start]}
+
+
+def labelled_rewards(ctx, rewards, proposer: list[bool], column: str, read: Callable[[str], Optional[str]],
+                     math_verify: bool = True) -> int:
+    """The solver's rows of ``ctx.rollout`` whose pool row carries a pseudo-label in ``column`` (set when its
+    question was posed): ``rewards[i]`` 1 where the row's answer, read by ``read``, is equivalent to the label, else 0;
+    the proposer's rows and rows without a label left as they are. The labels are declared as the rows'
+    pseudo-labels. Returns how many rows were scored."""
+    rollout = ctx.rollout
+    labels = rollout.columns.get(column, [None] * len(rollout))
+    scored = 0
+    for i, (p, label) in enumerate(zip(proposer, labels)):
+        if p or label is None:
+            continue
+        answer = read(rollout.completions[i])
+        rewards[i] = float(answer is not None and equivalent(answer, label, math_verify))
+        scored += 1
+    ctx.declare_pseudo_labels([None if p else label for p, label in zip(proposer, labels)])
+    return scored
 
 
 # -- what a proposer-solver plugin shares: its settings and its pool hooks ---------------------------------------------

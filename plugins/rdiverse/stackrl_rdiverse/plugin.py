@@ -17,8 +17,8 @@ from typing import ClassVar
 import torch
 
 from stackrl import ConfigError, hookimpl
-from stackrl.answers import equivalent, extractor_of
-from stackrl.blocks.selfplay import SelfPlayPlugin, SelfPlaySettings, uncertainty_reward
+from stackrl.answers import extractor_of
+from stackrl.blocks.selfplay import SelfPlayPlugin, SelfPlaySettings, labelled_rewards, uncertainty_reward
 from stackrl_rdiverse.memory import MemoryBank, Skill, memory_penalty
 
 LABEL_COLUMN = "rdiverse_label"  # a posed question's pseudo-label: the solver's majority answer when it was posed
@@ -89,15 +89,7 @@ class RDiverse(SelfPlayPlugin):
         rewards = torch.full((len(rollout),), float("nan"))
 
         # The solver's rows: 1 for reaching the question's pseudo-label (rows without one are not scored).
-        labels = rollout.columns.get(LABEL_COLUMN, [None] * len(rollout))
-        scored = 0
-        for i, (p, label) in enumerate(zip(proposer, labels)):
-            if p or label is None:
-                continue
-            answer = read(rollout.completions[i])
-            rewards[i] = float(answer is not None and equivalent(answer, label, config.math_verify))
-            scored += 1
-        ctx.declare_pseudo_labels([None if p else label for p, label in zip(proposer, labels)])
+        scored = labelled_rewards(ctx, rewards, proposer, LABEL_COLUMN, read, config.math_verify)
 
         # The challenger's rows: uncertainty less the memory penalty; -1 for posing nothing.
         rows = [i for i, p in enumerate(proposer) if p]
