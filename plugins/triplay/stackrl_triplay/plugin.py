@@ -96,8 +96,11 @@ class TriPlay(Plugin):
         self._steer(pool, ctx.step, ctx)
 
     def _steer(self, pool, step: int, ctx) -> None:
+        active = {pool.stats(r).category for r in pool.active_rows()}
+        if ATTACK not in active:  # another plugin retired the topic row (a switch of data set): weigh nothing
+            return
         role = self.phase(step)
-        if not any(pool.stats(r).category == role for r in pool.active_rows()):
+        if role not in active:
             role = ATTACK  # nothing of the role waits yet (the first phases): the attacker plays
         ctx.log("phase", float(ROLES.index(role)))
         if pool.category_weights != {role: 1.0}:

@@ -184,6 +184,16 @@ def test_the_success_pool_survives_a_checkpoint(tmp_path):
     assert resumed.successes == ["What is 4 + 4?"] and resumed._index.closest("What is 4 + 4?") == 1.0
 
 
+def test_the_draw_is_left_alone_once_another_plugin_retired_the_topic_row():
+    plugin, pool = _plugin(), _FakePool()
+    plugin.post_step(SimpleNamespace(pool=pool, step=0, log=lambda *a: None))
+    assert pool.category_weights == {ATTACK: 1.0}
+    retired = _FakePool()
+    retired.active_rows = lambda: []  # a switch of data set retired every row
+    plugin.post_step(SimpleNamespace(pool=retired, step=0, log=lambda *a: None))
+    assert retired.category_weights is None
+
+
 class _FakePool:
     """Just enough of the pool for a post_step: the topic row, rows added as given."""
 
