@@ -96,8 +96,10 @@ class TriPlay(Plugin):
         self._steer(pool, ctx.step, ctx)
 
     def _steer(self, pool, step: int, ctx) -> None:
-        active = {pool.stats(r).category for r in pool.active_rows()}
-        if ATTACK not in active:  # another plugin retired the topic row (a switch of data set): weigh nothing
+        active = {pool.stats(r).category for r in pool.active_rows() if pool.stats(r).weight > 0}
+        if ATTACK not in active:  # another plugin retired or muted the topic row (a switch of data set): let go
+            if pool.category_weights and set(pool.category_weights) <= set(ROLES):
+                pool.set_category_weights(None)
             return
         role = self.phase(step)
         if role not in active:

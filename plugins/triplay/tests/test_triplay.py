@@ -192,6 +192,9 @@ def test_the_draw_is_left_alone_once_another_plugin_retired_the_topic_row():
     retired.active_rows = lambda: []  # a switch of data set retired every row
     plugin.post_step(SimpleNamespace(pool=retired, step=0, log=lambda *a: None))
     assert retired.category_weights is None
+    pool.stats = lambda row: SimpleNamespace(category=ATTACK, retired=False, weight=0.0)  # another plugin muted it
+    plugin.post_step(SimpleNamespace(pool=pool, step=1, log=lambda *a: None))
+    assert pool.category_weights is None  # triplay's own weights are let go
 
 
 class _FakePool:
@@ -206,7 +209,7 @@ class _FakePool:
         return len(self.rows)
 
     def stats(self, row):
-        return SimpleNamespace(category=self.rows[row][CATEGORY_COLUMN], retired=False)
+        return SimpleNamespace(category=self.rows[row][CATEGORY_COLUMN], retired=False, weight=1.0)
 
     def row(self, row):
         return self.rows[row]
