@@ -242,7 +242,7 @@ def test_a_run_draws_the_attacker_then_the_defender_then_the_evaluator(make_conf
         model={"name_or_path": "stackrl/arith-tiny"},
         data={"label_free": True, "size": 8},
         rewards={"exact_match": None},
-        trainer={"per_device_train_batch_size": 8, "num_generations": 4, "max_steps": 3, "seed": 0,
+        trainer={"per_device_train_batch_size": 4, "num_generations": 4, "max_steps": 3, "seed": 0,
                  "max_completion_length": 32},
         triplay={"answer_extractor": "answer_is", "math_verify": False, "defender_samples": 1,
                  "grader": "verifier", "defender_sampling": {"max_new_tokens": 8}},
@@ -254,7 +254,7 @@ def test_a_run_draws_the_attacker_then_the_defender_then_the_evaluator(make_conf
     by_step = {}
     for group in drawn.groups:
         by_step.setdefault(group.step, []).append(pool.stats(group.row).category)
-    assert by_step == {1: [ATTACK] * 2, 2: [DEFEND] * 2, 3: [EVALUATE] * 2}
+    assert by_step == {1: [ATTACK], 2: [DEFEND], 3: [EVALUATE]}
     defend = [r for r in range(len(pool)) if pool.stats(r).category == DEFEND]
     assert all(pool.stats(r).label_free and pool.row(r)["question"].endswith("?\n") for r in defend)
     assert all(read_problem(pool.row(r)["question"])["answer"] == pool.row(r)[ANSWER_COLUMN] for r in defend)
