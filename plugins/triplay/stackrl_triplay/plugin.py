@@ -129,10 +129,11 @@ class TriPlay(Plugin):
                   "triplay.answer_extractor: no defender reply had an answer, or no attack posed a task question")
         return rewards
 
-    def grade(self, ctx, prompts: list[str], replies: list[str], read, truths: list[str]) -> list[Optional[Grade]]:
+    def grade(self, ctx, prompts: list[str], replies: list[str], read, truths: list[str],
+              role: str = "defend") -> list[Optional[Grade]]:
         """Each defender reply's grade: a refusal without an answer, else right or wrong as the grader finds it
         (the evaluator role's verdict, greedy, in one ``ctx.generate`` call; or the verifier's answer ``truths``).
-        Logs how often the grader agrees with the verifier."""
+        Logs ``<role>/grader_agreement``, how often the grader agrees with the verifier on the answered replies."""
         answers = [read(reply) for reply in replies]
         truly = [a is not None and equivalent(a, t, self.config.math_verify) for a, t in zip(answers, truths)]
         answered = [i for i, a in enumerate(answers) if a is not None]
@@ -143,7 +144,7 @@ class TriPlay(Plugin):
                                   max_new_tokens=self.config.judge_max_new_tokens)
             judged = {i: parse_verdict(check.text) for i, check in zip(answered, checks)}
         if answered:
-            ctx.log("grader/agreement", sum(judged[i] == truly[i] for i in answered) / len(answered))
+            ctx.log(f"{role}/grader_agreement", sum(judged[i] == truly[i] for i in answered) / len(answered))
         return [grade(answers[i], judged.get(i)) for i in range(len(replies))]
 
     def _attack(self, ctx, rows: list[int], read, rewards: list) -> int:
@@ -158,7 +159,8 @@ class TriPlay(Plugin):
         k = config.defender_samples
         prompts = [self.prompts(questions[i]) for i in attacked for _ in range(k)]
         replies = [g.text for g in ctx.generate(prompts, **config.defender_sampling)] if prompts else []
-        grades = self.grade(ctx, prompts, replies, read, [problems[i]["answer"] for i in attacked for _ in range(k)])
+        grades = self.grade(ctx, prompts, replies, read, [problems[i]["answer"] for i in attacked for _ in range(k)],
+                            role="attack")
         scored, successes, penalties = 0, 0, []
         for n, i in enumerate(attacked):
             mine = grades[n * k:(n + 1) * k]

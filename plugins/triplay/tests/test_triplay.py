@@ -139,9 +139,10 @@ def test_each_role_is_rewarded_by_its_partners_outcome():
     assert plugin.pending_checks == [(judge_prompt("What is 4 + 4?\n", DEFENCES[1]), False),
                                      (judge_prompt("What is 4 + 4?\n", DEFENCES[0]), True)]
     assert logged["triplay/attack/success"] == pytest.approx(1 / 3)
-    # The evaluator agreed with the verifier on 5 of the 9 answered replies it graded (2 + 3 twice, 4 + 4 = 9,
-    # 4 + 4 = 8 right; 6 + 1 = 8 twice wrong, 4 + 4 = 7 without a verdict), the attack's and the defence's together.
-    assert ctx.rollout  # the rollout is left as it was
+    # The evaluator, grading, agreed with the verifier on 3 of the attack's 5 answered replies (2 + 3 twice and
+    # 4 + 4 = 9; not 6 + 1 = 8 twice) and on 2 of the defence's 3 (8 and 9; 7 got no verdict).
+    assert logged["triplay/attack/grader_agreement"] == pytest.approx(3 / 5)
+    assert logged["triplay/defend/grader_agreement"] == pytest.approx(2 / 3)
 
 
 def test_the_verifier_grades_instead_of_the_evaluator_when_asked():
