@@ -21,6 +21,8 @@ import math
 import tempfile
 from pathlib import Path
 
+import torch
+
 from stackrl.answers import answer_after_phrase
 from stackrl.blocks.selfplay import posed_question
 from stackrl.pool import CATEGORY_COLUMN
@@ -110,14 +112,19 @@ def run(seed: int = 0, steps: int = 12, method: str = "triplay", overrides=(), r
     answers) for ``steps`` steps: its figures (the monitor's, for triplay; held-out greedy accuracy on ``heldout``
     problems where given) and the monitor."""
     roles = Roles(resolve)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny model's small matmuls: one thread is fastest, and many spin on a busy machine
     with tempfile.TemporaryDirectory() as out:
         ours = method == "triplay"
         settings = list(overrides) if ours else [*GRPO, *(o for o in overrides if not o.startswith("triplay."))]
         config = recipe_config(RECIPE, plugins=ours, seed=seed, steps=steps, output_dir=out, overrides=settings)
         trainer = build_trainer(config, monitor=roles if ours else None)
         roles.trainer = trainer
-        trainer.train()
-        figures = {"accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)} if heldout else {}
+        try:
+            trainer.train()
+            figures = {"accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)} if heldout else {}
+        finally:
+            torch.set_num_threads(threads)
     return ({**figures, **roles.figures()} if ours else figures), roles
 
 
