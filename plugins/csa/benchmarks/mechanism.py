@@ -65,7 +65,8 @@ def delegation_advantages(trainer, plugin, problems: dict[str, list[dict]], grou
 
 def delegation_figures(trainer, problems: dict[str, list[dict]]) -> dict:
     """Per category: the mean per-token log-probability of the written delegation after the question, the share of
-    greedy replies that delegate, and greedy accuracy."""
+    greedy replies that delegate, greedy accuracy, and the share of 4 replies a question sampled at temperature 1
+    that delegate."""
     policy, eos = trainer._shared_policy, trainer._shared_policy.eos_token_ids[:1]
     ids = trainer.processing_class(WRITTEN, add_special_tokens=False)["input_ids"] + list(eos)
     out = {}
@@ -78,6 +79,8 @@ def delegation_figures(trainer, problems: dict[str, list[dict]]) -> dict:
         out[f"delegate_{name}"] = sum(delegates(g.text, PHRASE) for g in greedy) / len(greedy)
         out[f"accuracy_{name}"] = sum(exact_match(g.text, row["answer"])
                                       for g, row in zip(greedy, problems[category])) / len(greedy)
+        sampled = policy.generate([q for q in questions for _ in range(4)], do_sample=True, temperature=1.0)
+        out[f"sampled_delegate_{name}"] = sum(delegates(g.text, PHRASE) for g in sampled) / len(sampled)
     return out
 
 
@@ -111,7 +114,8 @@ def main():
         return {**advantages, **changes(before, after)}
 
     compare(args, args.methods, one, figures=("advantage_easy", "advantage_hard", "logp_easy", "logp_hard",
-                                              "delegate_easy", "delegate_hard", "accuracy_easy", "accuracy_hard"),
+                                              "delegate_easy", "delegate_hard", "sampled_delegate_easy",
+                                              "sampled_delegate_hard", "accuracy_easy", "accuracy_hard"),
             number_format=".3f")
 
 

@@ -27,4 +27,4 @@ def test_delegating_pays_where_the_model_fails_and_training_makes_it_likelier_th
 
 STEPS = 4
 PROBLEMS = 6
-MARGIN = 1.0  # 5.3 measured at seed 0 (the delegation fell by 3.1 nats per token after easy questions, rose 2.2 after hard)
+MARGIN = 1.0  # 3.65 measured at seed 0 (the delegation rose by 3.25 nats per token after hard questions, fell 0.40 after easy)
