@@ -27,6 +27,8 @@ class Csa(stackrl.Plugin):
     activity = "completions had their decision scored (an attempt with an answer, or a delegation of a problem of known pass rate)"
 
     def check_run(self, run):
+        run.need_column(f"{self.name}.answer_column", self.config.answer_column,
+                        "csa judges attempts and pass rates by the reference answers")
         run.check_template(self, "prompt_template")
         if self.config.solvability == "reference":
             run.need_reference(f"{self.name}.solvability", "the reference model's pass rate")
