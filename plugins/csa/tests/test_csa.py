@@ -146,3 +146,20 @@ def test_prompt_template_adds_an_instruction():
     ctx.rollout_columns = {"answer": ["5"]}
     assert plugin.transform_prompts(["What is 2 + 3?\n"], ctx) == ["What is 2 + 3?\nOr write DELEGATE.\n"]
     assert make_plugin("csa").transform_prompts(["x"], ctx) is None
+
+
+def test_run_checks_refuse_data_without_answers_and_reference_solvability_without_a_reference():
+    from stackrl import ConfigError
+    from stackrl.plugin import RunFacts
+
+    def facts(columns=("question", "answer"), reference=False):
+        return RunFacts(max_steps=2, group_size=4, groups_per_step=2, columns=columns,
+                        builtin_columns=("question", "answer", "solution", "category"), chat=False,
+                        reference=reference, source="arithmetic", components=("exact_match", "csa"))
+
+    make_plugin("csa").check_run(facts())
+    with pytest.raises(ConfigError, match="csa.answer_column"):
+        make_plugin("csa").check_run(facts(columns=("question",)))
+    with pytest.raises(ConfigError, match="csa.solvability"):
+        make_plugin("csa", solvability="reference").check_run(facts())
+    make_plugin("csa", solvability="reference").check_run(facts(reference=True))
