@@ -26,7 +26,8 @@ from stackrl.testing.measure import label_free_run
 from stackrl.trainer import ROW_INDEX
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
-BASELINE = ("serl-cpu.yaml", ["serl.difficulty_filter=false"])  # TTRL: majority vote on GRPO
+# TTRL: majority vote on GRPO, with echo-cpu.yaml's two optimizer steps on each rollout
+BASELINE = ("serl-cpu.yaml", ["serl.difficulty_filter=false", "trainer.steps_per_generation=2"])
 
 
 def token_statistics(model, prompt_ids, completion_ids, temperature: float, k: int):
@@ -126,9 +127,14 @@ def loss_check(trainer) -> dict[str, float]:
                                                torch.full((len(trainer._rollouts["train"]),), trainer.epsilon_high))
     low, high = (bound[batch[ROW_INDEX].cpu()].unsqueeze(1) for bound in clip)
 
+    # TRL's dapo loss: the generation batch's token count, rescaled to one accumulation window, divides the sum.
+    assert trainer.loss_type == "dapo", trainer.loss_type
+    normalizer = (batch["num_items_in_batch"].clamp(min=1.0) * trainer.current_gradient_accumulation_steps
+                  / trainer.args.steps_per_generation)
+
     def by_hand(low, high):
         clipped = torch.minimum(torch.maximum(ratio, 1 - low), 1 + high)
-        return float((-torch.minimum(ratio * advantages, clipped * advantages) * mask).sum() / mask.sum())
+        return float((-torch.minimum(ratio * advantages, clipped * advantages) * mask).sum() / normalizer)
 
     trainer.model.train()
     with torch.no_grad():
