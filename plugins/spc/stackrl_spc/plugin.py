@@ -41,6 +41,7 @@ class Spc(Plugin):
 
     def __init__(self, config=None):
         super().__init__(config)
+        self.last_verdicts: list[bool | None] = []  # the last rollout's verdict per row (None: none read or asked)
         self.shares = {SNEAKY: self.config.sneaky_share, VERIFY: 1 - self.config.sneaky_share}
 
     def check_run(self, run):
@@ -108,6 +109,7 @@ class Spc(Plugin):
         ctx.acted(scored, of=n, hint=None if scored else "no row of the game in this rollout (evaluation, or every "
                                                           "corruption invalid with spc.invalid_reward null)")
         self._log(ctx, valid, verdicts, critic, wrong)
+        self.last_verdicts = [verdicts.get(i) for i in range(n)]  # for the mechanism benchmark: what decided each game
         return rewards
 
     def _log(self, ctx, valid, verdicts, critic, wrong) -> None:
