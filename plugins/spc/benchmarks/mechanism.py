@@ -11,7 +11,7 @@ its rollout, each corruption's validity from ``stackrl.tasks.wrong_lines`` and e
   -1, +1, -1) and ``sneaky_advantage_<kind>`` GRPO's mean advantage;
 - ``critic``: counts of the critic rows by ``caught``/``deceived`` (a corruption called wrong / not) and
   ``accepted``/``rejected`` (the right solution called correct / not), and ``critic_reward_<kind>`` (+1, -1, +1, -1);
-- ``game_rule_holds``: every row's reward is the one the game gives it from this validity and truth.
+- ``game_rule_holds``: no critic row judges what is neither (``unplayable``), and every row's reward is the one the game gives it from this validity and truth.
 
 ``main``: trains the recipe and plain GRPO (exact_match, answers shown) for ``--steps`` at each seed and measures
 held-out pass@1 and judging (``stackrl.testing.judging.heldout``):
@@ -54,10 +54,9 @@ def kinds(rollout, verdicts) -> dict[int, str]:
             valid = wrong_lines(question, rollout.completions[i].strip()) == 1
             out[i] = "invalid" if not valid else "caught" if verdicts[i] is False else "fooled"
         elif judged[i] is not None:
-            corrupted = wrong_lines(question, judged[i]) == 1
-            verdict = parse_verdict(rollout.completions[i])
-            out[i] = ("caught" if verdict is False else "deceived") if corrupted else \
-                ("accepted" if verdict is True else "rejected")
+            wrong, verdict = wrong_lines(question, judged[i]), parse_verdict(rollout.completions[i])
+            out[i] = ("caught" if verdict is False else "deceived") if wrong == 1 else \
+                ("accepted" if verdict is True else "rejected") if wrong == 0 else "unplayable"  # not in the game
     return out
 
 
@@ -75,7 +74,7 @@ def game_signal(rollout, verdicts, name: str = "spc") -> dict:
                 found[f"{name_side}_reward_{k}"] = sum(rewards[i].item() for i in rows) / len(rows)
                 found[f"{name_side}_advantage_{k}"] = advantages[rows].mean().item()
     side = lambda i: "sneaky" if roles[i] == "corrupt" else "critic"  # noqa: E731
-    found["game_rule_holds"] = all(rewards[i].item() == GAME[side(i), k] for i, k in kind.items())
+    found["game_rule_holds"] = all(rewards[i].item() == GAME.get((side(i), k)) for i, k in kind.items())
     return found
 
 
