@@ -1,9 +1,17 @@
 """SPC: the game's outcome rule on hand-built corruptions and verdicts, and the rows the plugin builds."""
 
+import itertools
+import random
+
 import pytest
 
+from stackrl import RewardContext, Rollout, SampleContext
+from stackrl.policy import Generation
+from stackrl.rewards import VERIFY
+from stackrl.tasks import corrupt_prompt, judge_prompt, slip
 from stackrl.testing.conformance import PluginConformance
-from stackrl_spc import SpcConfig, critic_reward, sneaky_reward, valid_corruption
+from stackrl_spc import Spc, SpcConfig, critic_reward, sneaky_reward, valid_corruption
+from stackrl_spc.plugin import JUDGED_COLUMN, SNEAKY, WRONG_COLUMN
 
 Q = "What is (3 + 4) * 2?\n"
 RIGHT = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 14."
@@ -60,3 +68,63 @@ def test_the_game_is_zero_sum_on_a_played_corruption():
 def test_the_defaults():
     c = SpcConfig()
     assert (c.sneaky_share, c.correct_share, c.tries, c.invalid_reward) == (0.5, 0.5, 4, -1.0)
+
+
+class ScriptedPolicy:
+    """Answers each prompt with its scripted texts in turn; ``asked`` keeps each call's prompts and sampling."""
+
+    eos_token_ids = [9]
+
+    def __init__(self, replies: dict[str, list[str]]):
+        self.replies = {p: itertools.cycle(t) for p, t in replies.items()}
+        self.asked: list[tuple[list, dict]] = []
+
+    def generate(self, prompts, model="policy", caller=None, **sampling):
+        self.asked.append((list(prompts), sampling))
+        return [Generation([1], [2], next(self.replies[p])) for p in prompts]
+
+
+def _rollout_of(policy, groups=4, **settings):
+    ctx = SampleContext(step=0, tokenizer=None, policy=policy, _log=lambda *_: None, _plugin="spc", group_size=1)
+    return Spc(SpcConfig(**settings)).generate_rollout([Q] * groups, ctx)
+
+
+def test_critic_groups_judge_the_first_valid_drawn_corruption_or_the_right_solution():
+    """Four groups of one: two sneaky, two critic, half of those on the right solution; of two drawn corruptions
+    (a copy, then one slipped line) the valid one is judged."""
+    policy = ScriptedPolicy({corrupt_prompt(Q, RIGHT): [RIGHT, ONE_WRONG], judge_prompt(Q, RIGHT): ["c"],
+                             judge_prompt(Q, ONE_WRONG): ["c"]})
+    samples = _rollout_of(policy, tries=2)
+    assert policy.asked[0][0] == [corrupt_prompt(Q, RIGHT)] * 2, "tries draws for the one critic group on a corruption"
+    assert samples.columns["role"] == [SNEAKY, SNEAKY, VERIFY, VERIFY]
+    assert samples.columns[JUDGED_COLUMN] == [None, None, RIGHT, ONE_WRONG]
+    assert samples.columns[WRONG_COLUMN] == [None, None, False, True]
+    assert policy.asked[1][0] == [corrupt_prompt(Q, RIGHT)] * 2 + [judge_prompt(Q, RIGHT), judge_prompt(Q, ONE_WRONG)]
+
+
+def test_with_no_valid_drawn_corruption_the_task_s_slip_is_judged():
+    policy = ScriptedPolicy({corrupt_prompt(Q, RIGHT): [RIGHT, TWO_WRONG]})
+    policy.replies.update({p: itertools.cycle(["c"]) for p in (judge_prompt(Q, RIGHT),)})
+    fallback = slip(RIGHT, random.Random(Q))
+    policy.replies[judge_prompt(Q, fallback)] = itertools.cycle(["c"])
+    samples = _rollout_of(policy, tries=2, correct_share=0.0)
+    assert samples.columns[JUDGED_COLUMN][2:] == [fallback, fallback] and valid_corruption(Q, fallback)
+
+
+def test_each_row_earns_its_game_s_outcome():
+    """Sneaky rows: a valid corruption the policy's check calls correct (+1), one it calls wrong (-1), a copy (the
+    invalid reward, never judged); critic rows: a corruption called wrong (+1), the right solution called wrong (-1)."""
+    caught = "3 + 4 = 7\n7 * 2 = 14\nThe answer is 15."
+    rollout = Rollout(prompts=[Q] * 5, completions=[ONE_WRONG, caught, RIGHT, "Verdict: wrong", "Verdict: wrong"],
+                      prompt_ids=[[1]] * 5, completion_ids=[[2]] * 5, group_size=1,
+                      columns={"role": [SNEAKY] * 3 + [VERIFY] * 2, JUDGED_COLUMN: [None] * 3 + [ONE_WRONG, RIGHT],
+                               WRONG_COLUMN: [None] * 3 + [True, False]})
+    policy = ScriptedPolicy({judge_prompt(Q, ONE_WRONG): ["Verdict: correct"], judge_prompt(Q, caught): ["Verdict: wrong"]})
+    logged, acted = {}, []
+    ctx = RewardContext(step=0, tokenizer=None, policy=policy, _log=logged.__setitem__, _plugin="spc",
+                        _acted=lambda plugin, n, m, hint: acted.append((n, m)), rollout=rollout)
+    plugin = Spc(SpcConfig(invalid_reward=-0.5))
+    assert plugin.reward(ctx) == [1.0, -1.0, -0.5, 1.0, -1.0]
+    assert policy.asked == [([judge_prompt(Q, ONE_WRONG), judge_prompt(Q, caught)], {"max_new_tokens": 128, "do_sample": False})]
+    assert acted == [(5, 5)] and plugin.last_verdicts == [True, False, None, False, False]
+    assert logged["spc/sneaky_valid"] == pytest.approx(2 / 3) and logged["spc/sneaky_fooled"] == 0.5
