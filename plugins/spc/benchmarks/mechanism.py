@@ -17,29 +17,17 @@ its rollout, each corruption's validity from ``stackrl.tasks.wrong_lines`` and e
 held-out pass@1 and judging (``stackrl.testing.judging.heldout``):
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/spc/benchmarks/mechanism.py --seeds 0 1 2
+
+(``--signal`` prints the one-step figures at each seed instead.)
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 HELD_OUT = ("pass@1", "judge")
 GAME = {("sneaky", "invalid"): -1.0, ("sneaky", "fooled"): 1.0, ("sneaky", "caught"): -1.0,  # each kind's reward
         ("critic", "caught"): 1.0, ("critic", "deceived"): -1.0, ("critic", "accepted"): 1.0, ("critic", "rejected"): -1.0}
-
-
-@contextmanager
-def one_thread():
-    """Torch held to one thread (a loaded machine otherwise spins its threads), restored after."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def kinds(rollout, verdicts) -> dict[int, str]:
@@ -82,6 +70,7 @@ def signal(seed: int = 0, folder: Path | None = None, overrides=()) -> dict:
     """One step of the CPU recipe at ``seed``; :func:`game_signal` of its rollout."""
     import tempfile
 
+    from stackrl.testing.benchmark import one_thread
     from stackrl.testing.fixtures import train_steps
     from stackrl.testing.judging import load
 
@@ -93,32 +82,19 @@ def signal(seed: int = 0, folder: Path | None = None, overrides=()) -> dict:
 
 def run(method: str, seed: int, steps: int, folder: Path, overrides=(), size: int = 200) -> dict:
     """Train the recipe (``spc``) or plain GRPO (``grpo``) for ``steps`` steps; held-out pass@1 and judging."""
-    from stackrl.testing.fixtures import train_steps
-    from stackrl.testing.judging import heldout, load
+    from stackrl.testing.benchmark import one_thread
+    from stackrl.testing.judging import heldout_after
 
     with one_thread():
-        config = load("spc", method, seed, steps, folder, [f"eval.size={size}", *overrides])
-        if steps:
-            trainer = train_steps(config)
-        else:
-            from stackrl.run import build_trainer
-
-            trainer = build_trainer(config)
-        return heldout(trainer.model, trainer.processing_class, config)
+        return heldout_after("spc", method, seed, steps, folder, overrides, size)
 
 
 def main() -> None:
-    import sys
+    from stackrl.testing.benchmark import against_plain_grpo, signal_flag
 
-    from stackrl.testing.benchmark import against_plain_grpo, arguments
-
-    if "--signal" in sys.argv:  # the one-step signal at each seed
-        sys.argv.remove("--signal")
-        args = arguments(__doc__.split("\n\n")[0], steps=None).parse_args()
-        for seed in args.seeds:
-            print(f"seed {seed}: {signal(seed, overrides=args.overrides)}", flush=True)
-        return
-    against_plain_grpo(__doc__.split("\n\n")[0], "spc", run, HELD_OUT, steps=20, eval_size=200)
+    description = __doc__.split("\n\n")[0]
+    if not signal_flag(description, signal):  # --signal: the one-step signal at each seed
+        against_plain_grpo(description, "spc", run, HELD_OUT, steps=20, eval_size=200)
 
 
 if __name__ == "__main__":

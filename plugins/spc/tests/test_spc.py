@@ -6,10 +6,10 @@ import random
 import pytest
 
 from stackrl import RewardContext, Rollout, SampleContext
-from stackrl.policy import Generation
 from stackrl.rewards import VERIFY
 from stackrl.tasks import corrupt_prompt, judge_prompt, slip
 from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.scripted import ScriptedPolicy
 from stackrl_spc import Spc, SpcConfig, critic_reward, sneaky_reward, valid_corruption
 from stackrl_spc.plugin import JUDGED_COLUMN, SNEAKY, WRONG_COLUMN
 
@@ -68,20 +68,6 @@ def test_the_game_is_zero_sum_on_a_played_corruption():
 def test_the_defaults():
     c = SpcConfig()
     assert (c.sneaky_share, c.correct_share, c.tries, c.invalid_reward) == (0.5, 0.5, 4, -1.0)
-
-
-class ScriptedPolicy:
-    """Answers each prompt with its scripted texts in turn; ``asked`` keeps each call's prompts and sampling."""
-
-    eos_token_ids = [9]
-
-    def __init__(self, replies: dict[str, list[str]]):
-        self.replies = {p: itertools.cycle(t) for p, t in replies.items()}
-        self.asked: list[tuple[list, dict]] = []
-
-    def generate(self, prompts, model="policy", caller=None, **sampling):
-        self.asked.append((list(prompts), sampling))
-        return [Generation([1], [2], next(self.replies[p])) for p in prompts]
 
 
 def _rollout_of(policy, groups=4, **settings):
