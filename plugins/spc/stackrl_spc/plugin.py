@@ -67,12 +67,16 @@ class Spc(Plugin):
         critics = [g for g, role in enumerate(group_roles) if role == VERIFY]
         on_right = set(critics[: round(c.correct_share * len(critics))])  # these judge the right solution
         playing = [g for g in critics if g not in on_right]
-        drawn = ctx.generate([corrupt_prompt(questions[g], solutions[g]) for g in playing for _ in range(c.tries)])
-        judged = {g: solutions[g] for g in on_right}
+        drawn = ctx.generate([corrupt_prompt(questions[g], solutions[g]) for g in playing for _ in range(c.tries)]
+                             ) if playing else []
+        judged, slipped = {g: solutions[g] for g in on_right}, 0
         for k, g in enumerate(playing):
             tries = [d.text.strip() for d in drawn[k * c.tries : (k + 1) * c.tries]]
-            judged[g] = next((t for t in tries if valid_corruption(questions[g], t)), None) or \
-                slip(solutions[g], random.Random(questions[g]))
+            judged[g] = next((t for t in tries if valid_corruption(questions[g], t)), None)
+            if judged[g] is None:  # no valid corruption drawn: the task's rule corrupter stands in
+                judged[g], slipped = slip(solutions[g], random.Random(questions[g])), slipped + 1
+        if playing:
+            ctx.log("critic_slipped", slipped / len(playing))
         rows = [corrupt_prompt(questions[g], solutions[g]) if role == SNEAKY else judge_prompt(questions[g], judged[g])
                 for g, role in enumerate(group_roles) for _ in range(size)]
         generations = ctx.generate(rows)
