@@ -23,6 +23,7 @@ A script keeps its ``run(...)`` (or what its mechanism test calls) and its main 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import tempfile
 from dataclasses import dataclass
@@ -79,6 +80,32 @@ def _value(figures: dict, name: str) -> float:
 def _means(rows: list[dict], names: Sequence[str]) -> dict[str, float]:
     """The mean of each figure over the runs ``rows`` (NaN where any run lacks it)."""
     return {name: sum(_value(r, name) for r in rows) / len(rows) for name in names}
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch on one thread inside the block, restored after: the built-in models' small matmuls gain nothing from
+    more, and threads spinning on a loaded machine made short mechanism tests take minutes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def signal_flag(description: str, signal: Callable[..., dict]) -> bool:
+    """Where the script was called with ``--signal``: print ``signal(seed, overrides=...)`` (a one-step measure of
+    the mechanism) at each of ``--seeds`` and return True; else False, the script's main going on to train."""
+    import sys
+
+    if "--signal" not in sys.argv:
+        return False
+    sys.argv.remove("--signal")
+    args = arguments(description, steps=None).parse_args()
+    for seed in args.seeds:
+        print(f"seed {seed}: {signal(seed, overrides=args.overrides)}", flush=True)
+    return True
 
 
 def compare(args: argparse.Namespace, methods: Sequence[str], run: Callable[[str, int, Path], dict], *,

@@ -208,6 +208,18 @@ def heldout(model, tokenizer, config) -> dict[str, float]:
     return {"pass@1": evaluate(model, tokenizer, config, length)["pass@1"], "judge": judging["balanced_accuracy"]}
 
 
+def heldout_after(plugin: str, method: str, seed: int, steps: int, folder: Path, overrides=(), size: int = 200) -> dict:
+    """:func:`heldout` after training ``plugin``'s CPU recipe as ``method`` runs it (:func:`load`) for ``steps``
+    steps (0: the untrained model), measured on ``size`` held-out problems: a benchmark's ``run`` for
+    :func:`stackrl.testing.benchmark.against_plain_grpo`."""
+    from stackrl.run import build_trainer
+    from stackrl.testing.fixtures import train_steps
+
+    config = load(plugin, method, seed, steps, folder, [f"eval.size={size}", *overrides])
+    trainer = train_steps(config) if steps else build_trainer(config)
+    return heldout(trainer.model, trainer.processing_class, config)
+
+
 class JudgingConformance(PluginConformance):
     """:class:`~stackrl.testing.conformance.PluginConformance` for a plugin on the judges block: its two-step run
     judges in 8 new tokens, the judgements' length being the run's cost, not what the suite checks."""

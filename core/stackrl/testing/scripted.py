@@ -1,4 +1,5 @@
-"""Scripted problem writing, for plumbing tests of self-instruction (:mod:`stackrl.blocks.selfinstruct`) on a real run.
+"""Scripted problem writing, for plumbing tests of self-instruction (:mod:`stackrl.blocks.selfinstruct`) on a real run,
+and a scripted policy for hook tests (:class:`ScriptedPolicy`).
 
 What a model writes varies with its weights; a test that counts what each rule rejects replaces only the call
 that writes the problems: the plugin's ``instruct.generate``. Rollouts, rewards, judging, the pool and the trainer
@@ -30,3 +31,20 @@ def script_problems(trainer, plugin: str, texts: dict) -> ScriptedWriter:
     writer = ScriptedWriter(texts)
     trainer.plugins.plugins[plugin].instruct.generate = writer
     return writer
+
+
+class ScriptedPolicy:
+    """A policy for hook tests that answers each prompt with its scripted texts in turn (``replies``: prompt to
+    texts, cycled); ``asked`` keeps each ``generate`` call's prompts and sampling settings."""
+
+    eos_token_ids = [9]
+
+    def __init__(self, replies: dict):
+        import itertools
+
+        self.replies = {prompt: itertools.cycle(texts) for prompt, texts in replies.items()}
+        self.asked: list[tuple[list, dict]] = []
+
+    def generate(self, prompts, model="policy", caller=None, **sampling):
+        self.asked.append((list(prompts), sampling))
+        return [Generation([1], [2], next(self.replies[p])) for p in prompts]
