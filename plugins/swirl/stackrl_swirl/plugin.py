@@ -33,7 +33,10 @@ class Swirl(Plugin):
 
     @hookimpl
     def train_begin(self, ctx):
-        ctx.update_snapshot(SNAPSHOT, checkpoint=True)
+        # A fresh run freezes the policy for its first phase; a run resumed mid-phase keeps the snapshot the host
+        # restored from the checkpoint (the phase's frozen model), so it continues as an uninterrupted run would.
+        if ctx.step % self.config.phase_steps == 0:
+            ctx.update_snapshot(SNAPSHOT, checkpoint=True)
 
     @hookimpl
     @training_only

@@ -1,6 +1,11 @@
 """SWIRL: the phase schedule, the transition rollout, and the reward as the frozen opposite model's log-prob."""
 
+import pytest
 import torch
+from transformers import TrainerCallback
+
+from stackrl.run import build_trainer
+from stackrl.testing.fixtures import StopAt
 
 from stackrl.rewards import ROLE_COLUMN
 from stackrl.tasks.transitions import forward_prompt, inverse_prompt, transitions
@@ -86,3 +91,44 @@ def test_the_opposite_model_is_frozen_at_the_start_of_every_phase():
         plugin.post_step(ctx)
         taken.append(ctx.snapshots)
     assert begin.snapshots == 1 and taken == [0, 1, 0, 1, 0, 1]
+
+
+def test_a_run_resumed_mid_phase_keeps_the_restored_snapshot():
+    plugin = make_plugin("swirl", phase_steps=2)
+    mid, boundary = SnapshotStub(3), SnapshotStub(4)  # train_begin of runs resumed after steps 3 and 4
+    plugin.train_begin(mid)
+    plugin.train_begin(boundary)
+    assert (mid.snapshots, boundary.snapshots) == (0, 1)
+
+
+class Rewards(TrainerCallback):
+    def __init__(self, trainer):
+        self.trainer, self.steps = trainer, []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        rollout = self.trainer._rollouts["train"]
+        self.steps.append((rollout.completions, rollout.rewards["swirl"].tolist()))
+
+
+def _run(config, **kwargs):
+    trainer = build_trainer(config)
+    rewards = Rewards(trainer)
+    trainer.add_callback(rewards)
+    for callback in kwargs.pop("callbacks", []):
+        trainer.add_callback(callback)
+    trainer.train(**kwargs)
+    return rewards.steps
+
+
+def test_a_run_resumed_mid_phase_is_rewarded_as_an_uninterrupted_one(make_config, tmp_path):
+    # Steps 0 and 1 are one phase: resumed after step 0, step 1 must still be scored by the snapshot of step 0's
+    # start (restored from the checkpoint), not by the restored policy.
+    sections = {"trainer": {"per_device_train_batch_size": 8, "max_steps": 2, "save_strategy": "steps",
+                            "save_steps": 1, "learning_rate": 1e-2},
+                "data": {"size": 8}, "swirl": {"phase_steps": 2}}
+    straight = _run(make_config(["swirl"], output_dir=str(tmp_path / "straight"), **sections))
+    interrupted = make_config(["swirl"], output_dir=str(tmp_path / "resumed"), **sections)
+    _run(interrupted, callbacks=[StopAt(1)])
+    resumed = _run(interrupted, resume_from_checkpoint=True)
+    assert resumed[0][0] == straight[1][0]
+    assert resumed[0][1] == pytest.approx(straight[1][1], abs=1e-6)
