@@ -110,12 +110,10 @@ class Rewards(TrainerCallback):
         self.steps.append((rollout.completions, rollout.rewards["swirl"].tolist()))
 
 
-def _run(config, **kwargs):
-    trainer = build_trainer(config)
-    rewards = Rewards(trainer)
-    trainer.add_callback(rewards)
-    for callback in kwargs.pop("callbacks", []):
-        trainer.add_callback(callback)
+def _run(config, callbacks=(), **kwargs):
+    """Each step's completions and swirl rewards of a run of ``config``."""
+    trainer = build_trainer(config, callbacks=callbacks)
+    trainer.add_callback(rewards := Rewards(trainer))
     trainer.train(**kwargs)
     return rewards.steps
 
