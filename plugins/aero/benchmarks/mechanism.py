@@ -25,11 +25,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import torch
 
 from stackrl.answers import answer_after_phrase
 from stackrl.blocks.selfplay import posed_question
 from stackrl.policy import PolicyAccess
+from stackrl.testing.benchmark import one_thread
 from stackrl.run import build_trainer
 from stackrl.tasks import retry_prompt
 from stackrl.tasks.arithmetic import read_problem
@@ -56,18 +56,6 @@ def recorded(calls: list):
         yield
     finally:
         PolicyAccess.generate = original
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Torch on one thread for the run: the tiny model gains nothing from two, and two threads spinning on a loaded
-    2-core machine made a 15-second test take ten minutes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def by_hand(answers: list, low: float, high: float):

@@ -22,6 +22,7 @@ from stackrl.rewards import ROLE_COLUMN
 from stackrl.policy import Snapshot
 from stackrl.run import build_trainer
 from stackrl.tasks.transitions import action_between, forward_prompt, inverse_prompt, next_state, transitions
+from stackrl.testing.benchmark import one_thread
 from stackrl.testing.heldout import recipe_config
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "swirl-cpu.yaml"
@@ -63,22 +64,17 @@ def run(seed: int, steps: int, method: str = "swirl", overrides=(), measure: boo
     the outcome reward weighted 1. Torch runs on one thread (restored after)."""
     if method != "swirl":
         overrides = [*(o for o in overrides if not o.startswith("swirl.")), "rewards.exact_match=1.0"]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with tempfile.TemporaryDirectory() as out:
-            config = recipe_config(RECIPE, plugins=method == "swirl", seed=seed, steps=steps, output_dir=out,
-                                   overrides=overrides)
-            monitor = Rewards()
-            trainer = build_trainer(config, monitor=monitor)
-            monitor.trainer = trainer
-            rows = trainer.train_dataset
-            prompts, solutions = list(rows["prompt"]), list(rows["solution"])
-            before = transition_accuracy(trainer, prompts, solutions) if measure else {}
-            trainer.train()
-            after = transition_accuracy(trainer, prompts, solutions) if measure else {}
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread(), tempfile.TemporaryDirectory() as out:
+        config = recipe_config(RECIPE, plugins=method == "swirl", seed=seed, steps=steps, output_dir=out,
+                               overrides=overrides)
+        monitor = Rewards()
+        trainer = build_trainer(config, monitor=monitor)
+        monitor.trainer = trainer
+        rows = trainer.train_dataset
+        prompts, solutions = list(rows["prompt"]), list(rows["solution"])
+        before = transition_accuracy(trainer, prompts, solutions) if measure else {}
+        trainer.train()
+        after = transition_accuracy(trainer, prompts, solutions) if measure else {}
     return before, after, monitor, trainer
 
 

@@ -21,7 +21,6 @@ import math
 import tempfile
 from pathlib import Path
 
-import torch
 
 from stackrl.answers import answer_after_phrase
 from stackrl.blocks.selfplay import posed_question
@@ -29,6 +28,7 @@ from stackrl.pool import CATEGORY_COLUMN
 from stackrl.run import build_trainer
 from stackrl.tasks import parse_verdict
 from stackrl.tasks.arithmetic import read_problem
+from stackrl.testing.benchmark import one_thread
 from stackrl.testing.heldout import greedy_accuracy, recipe_config
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "triplay-cpu.yaml"
@@ -112,19 +112,14 @@ def run(seed: int = 0, steps: int = 12, method: str = "triplay", overrides=(), r
     answers) for ``steps`` steps: its figures (the monitor's, for triplay; held-out greedy accuracy on ``heldout``
     problems where given) and the monitor."""
     roles = Roles(resolve)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the tiny model's small matmuls: one thread is fastest, and many spin on a busy machine
-    with tempfile.TemporaryDirectory() as out:
+    with one_thread(), tempfile.TemporaryDirectory() as out:
         ours = method == "triplay"
         settings = list(overrides) if ours else [*GRPO, *(o for o in overrides if not o.startswith("triplay."))]
         config = recipe_config(RECIPE, plugins=ours, seed=seed, steps=steps, output_dir=out, overrides=settings)
         trainer = build_trainer(config, monitor=roles if ours else None)
         roles.trainer = trainer
-        try:
-            trainer.train()
-            figures = {"accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)} if heldout else {}
-        finally:
-            torch.set_num_threads(threads)
+        trainer.train()
+        figures = {"accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)} if heldout else {}
     return ({**figures, **roles.figures()} if ours else figures), roles
 
 
