@@ -62,6 +62,16 @@ def role_anchor(scorer, rollout, config: RoleanchorConfig, reference: str, *, gr
     return full, covered
 
 
+def anchor_loss(scorer, rollout, config: RoleanchorConfig, reference: str, *, grad: bool):
+    """The role-anchor loss term: :func:`role_anchor`'s per-token loss, averaged over the completion tokens of the
+    rows it covers, and how many rows it covered; ``(None, 0)`` where it covers none."""
+    loss, covered = role_anchor(scorer, rollout, config, reference, grad=grad)
+    if not covered.any():
+        return None, 0
+    tokens = sum(len(ids) for ids, kept in zip(rollout.completion_ids, covered.tolist()) if kept)
+    return loss.sum() / max(1, tokens), int(covered.sum())
+
+
 class Roleanchor(stackrl.Plugin):
     """Role Anchor (Cao, Srinivasan, Bakker, arXiv 2607.21627) on the built-in decomposer pipeline.
 
@@ -104,14 +114,9 @@ class Roleanchor(stackrl.Plugin):
 
     @stackrl.hookimpl
     def loss_term(self, ctx):
-        loss, covered = role_anchor(ctx, ctx.rollout, self.config, self._reference(), grad=ctx.training)
-        ctx.acted(int(covered.sum()), of=len(ctx.rollout),
-                  hint="no row has the fields roleanchor.neutral_template names")
-        if not covered.any():
-            return None
-        # The mean over the covered rows' completion tokens (the loss is zero elsewhere).
-        tokens = sum(len(ids) for ids, kept in zip(ctx.rollout.completion_ids, covered.tolist()) if kept)
-        return loss.sum() / max(1, tokens)
+        loss, covered = anchor_loss(ctx, ctx.rollout, self.config, self._reference(), grad=ctx.training)
+        ctx.acted(covered, of=len(ctx.rollout), hint="no row has the fields roleanchor.neutral_template names")
+        return loss
 
     @stackrl.hookimpl
     def post_step(self, ctx):
