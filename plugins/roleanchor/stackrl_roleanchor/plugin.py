@@ -3,11 +3,13 @@ its role prompt shifts its next-token predictions (against a neutral prompt) whe
 
 from __future__ import annotations
 
+import string
+
 import torch
 
 import stackrl
 from stackrl.rewards import exact_match
-from stackrl.tasks.decomposition import solve_prompt
+from stackrl.tasks.decomposition import DECOMPOSE_MARKER, plants_answer, solve_prompt
 from stackrl_roleanchor.anchor import anchor_distance
 from stackrl_roleanchor.config import RoleanchorConfig
 
@@ -16,13 +18,18 @@ SNAPSHOT = "roleanchor_initial"  # the policy as it was at step 0, when `referen
 
 def neutral_prompts(rollout, template: str) -> list[str | None]:
     """Each row's neutral prompt: ``template`` over the row's columns and ``{prompt}``; ``None`` where the row lacks
-    a field it names."""
+    a field it names or has no value there (a row another plugin added)."""
+    names = {field for _, field, _, _ in string.Formatter().parse(template) if field}
     prompts = []
     for row, prompt in enumerate(rollout.prompts):
         fields = {name: values[row] for name, values in rollout.columns.items()}
+        fields["prompt"] = prompt
+        if any(fields.get(name) is None for name in names):
+            prompts.append(None)
+            continue
         try:
-            prompts.append(template.format(**{**fields, "prompt": prompt}))
-        except (KeyError, IndexError):
+            prompts.append(template.format(**fields))
+        except (KeyError, IndexError, AttributeError):
             prompts.append(None)
     return prompts
 
@@ -120,13 +127,15 @@ class Roleanchor(stackrl.Plugin):
 
     @stackrl.hookimpl
     def post_step(self, ctx):
-        from stackrl.tasks.decomposition import plants_answer
-
+        # The share of the batch's decompositions (rows sampled from a decompose prompt) that plant a result.
         rollout = ctx.rollout
-        if rollout is None or "question" not in rollout.columns:
+        if rollout is None:
             return
-        planted = [plants_answer(q, c) for q, c in zip(rollout.columns["question"], rollout.completions)]
-        ctx.log("planted", sum(planted) / max(1, len(planted)))
+        questions = rollout.columns.get("question", [None] * len(rollout))
+        planted = [plants_answer(q, c) for q, c, p in zip(questions, rollout.completions, rollout.prompts)
+                   if isinstance(q, str) and isinstance(p, str) and p.rstrip().endswith(DECOMPOSE_MARKER)]
+        if planted:
+            ctx.log("planted", sum(planted) / len(planted))
 
     @stackrl.hookimpl
     def state_dict(self):

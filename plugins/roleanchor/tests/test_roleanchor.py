@@ -69,7 +69,7 @@ def test_gradient_pushes_the_role_shift_back_toward_the_reference():
 def test_neutral_prompts_from_columns():
     rollout = SimpleNamespace(prompts=["What is 1 + 2?\nDecompose:\n", "x"],
                               columns={"question": ["What is 1 + 2?\n", None]})
-    assert neutral_prompts(rollout, "{question}") == ["What is 1 + 2?\n", "None"]
+    assert neutral_prompts(rollout, "{question}") == ["What is 1 + 2?\n", None]
     assert neutral_prompts(rollout, "{prompt}|") == ["What is 1 + 2?\nDecompose:\n|", "x|"]
     assert neutral_prompts(rollout, "{missing}") == [None, None]
 
