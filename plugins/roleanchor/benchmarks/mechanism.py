@@ -14,7 +14,6 @@ Mutants (``mutant=``): ``sign`` (the anchor's sign flipped), ``same_prompt`` (ne
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,20 +24,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from stackrl.modeling import resolve_model_path
 from stackrl.tasks.arithmetic import make_dataset
 from stackrl.tasks.decomposition import decompose, decompose_prompt, plants_answer
+from stackrl.testing.benchmark import one_thread
 from stackrl_roleanchor import RoleanchorConfig, anchor_loss
 
 MODEL = "stackrl/arith-roles"
 LIVE = "live"
-
-
-@contextlib.contextmanager
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class Scorer:
