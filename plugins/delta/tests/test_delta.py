@@ -79,3 +79,14 @@ def test_lower_temperature_sharpens_the_contrast(temperature):
     sharp = group_coefficients(delta, hidden, advantages, temperature=temperature / 2)
     soft = group_coefficients(delta, hidden, advantages, temperature=temperature)
     assert sharp[0] / sharp[1] > soft[0] / soft[1]
+
+
+def test_centroids_weigh_each_token_by_its_advantage():
+    # Positive: a (advantage 3), b (advantage 1); negative: c in b's direction, d (advantages -1).
+    a, b, d = torch.eye(3)
+    delta = torch.stack([a, b, b, d])
+    w = group_coefficients(delta, torch.ones(4, 1), torch.tensor([3.0, 1.0, -1.0, -1.0]), temperature=0.5)
+    # c+ = (3a + b)/4, c- = (b + d)/2: b projects 1/4 on its side and 1/2 on the other (score -1/3); unweighted,
+    # c+ = (a + b)/2 would give it 1/2 on both (score 0). a scores 1.
+    qa, qb = sig(2.0), sig(-2.0 / 3.0)
+    assert torch.allclose(w[:2], torch.tensor([2 * qa / (qa + qb), 2 * qb / (qa + qb)]), atol=1e-4)
