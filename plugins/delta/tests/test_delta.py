@@ -90,3 +90,29 @@ def test_centroids_weigh_each_token_by_its_advantage():
     # c+ = (a + b)/2 would give it 1/2 on both (score 0). a scores 1.
     qa, qb = sig(2.0), sig(-2.0 / 3.0)
     assert torch.allclose(w[:2], torch.tensor([2 * qa / (qa + qb), 2 * qb / (qa + qb)]), atol=1e-4)
+
+
+def test_top_k_features_match_the_whole_vocabulary_where_k_covers_it():
+    from stackrl import Scores
+    from stackrl_delta.plugin import features
+
+    torch.manual_seed(0)
+    logp = torch.log_softmax(torch.randn(2, 3, 5), -1)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    hidden = torch.randn(2, 3, 4)
+    ids = [[0, 3, 4], [2, 2]]
+    chosen = mask.bool()
+    top, top_ids = logp.topk(5, dim=-1)
+    full = Scores(logprobs=logp[..., 0], mask=mask, vocab_logprobs=logp, hidden_states=hidden)
+    topk = Scores(logprobs=logp[..., 0], mask=mask, topk_logprobs=top, topk_ids=top_ids, hidden_states=hidden)
+    d_full, h_full = features(full, slice(0, 2), chosen, ids)
+    d_top, h_top = features(topk, slice(0, 2), chosen, ids)
+    assert torch.allclose(d_full, d_top, atol=1e-6) and torch.equal(h_full, h_top)
+    # Sampled row 0's first token is id 0: its e_y - p has 1 - p(0) there.
+    assert torch.isclose(d_full[0, 0], 1 - logp[0, 0, 0].exp())
+    # With k = 1 the subspace is the union of the top ids and the sampled ones; the dropped mass is gone.
+    one, one_ids = logp.topk(1, dim=-1)
+    d_one, _ = features(Scores(logprobs=logp[..., 0], mask=mask, topk_logprobs=one, topk_ids=one_ids,
+                               hidden_states=hidden), slice(0, 2), chosen, ids)
+    support = torch.unique(torch.cat([one_ids[chosen].flatten(), torch.tensor([0, 3, 4, 2, 2])]))
+    assert d_one.shape == (5, len(support))
