@@ -46,6 +46,8 @@ class Delta(stackrl.Plugin):
         if rollout.loss_mask is not None:
             for i, row in enumerate(rollout.loss_mask):
                 mask[i, : len(row)] *= torch.tensor(row, dtype=mask.dtype, device=mask.device)
+        for i in rollout.excluded:  # rows kept out of the loss train nothing: no centroid of theirs
+            mask[i] = 0
         width = mask.size(1)
         tokens = advantages.float() if advantages.dim() == 2 else advantages.float()[:, None].expand(-1, width)
         tokens = tokens[:, :width] * mask
@@ -73,7 +75,6 @@ class Delta(stackrl.Plugin):
         spread = weights[mask.bool() & (tokens != 0)]
         ctx.log("coefficient_min", float(spread.min()))
         ctx.log("coefficient_max", float(spread.max()))
-        self.last_weights = weights
         return tokens * weights
 
 
