@@ -7,7 +7,7 @@ on the rows of the groups it reweighted, each completion's final line "The answe
 its tokens split into the formatting words ("The answer is") and the result (N's digits). Every completion of the
 task ends on that line, right or wrong, so the formatting words are shared by both sides of a group, while the
 digits are where a right answer differs from a wrong one. Figures: the mean coefficient of each kind (`format`,
-`result`), the share of rows whose result tokens outweigh their formatting tokens (`result_wins`), and greedy
+`result`; on the rows of each side, `format_right`, `result_right`, `format_wrong`, `result_wrong`), the share of rows whose result tokens outweigh their formatting tokens (`result_wins`), and greedy
 accuracy on held-out problems after training, against plain GRPO (the recipe without the plugin).
 
     OMP_NUM_THREADS=1 .venv/bin/python plugins/delta/benchmarks/mechanism.py --seeds 0 1 2 --steps 20
@@ -45,6 +45,7 @@ class Coefficients:
     def __init__(self):
         self.format: list[float] = []
         self.result: list[float] = []
+        self.sides = {"right": ([], []), "wrong": ([], [])}  # per side of the group: (format, result) coefficients
         self.rows = 0
         self.result_wins = 0
 
@@ -66,13 +67,18 @@ class Coefficients:
             if fmt and res:
                 self.format += fmt
                 self.result += res
+                side = self.sides["right" if float(tokens[i, 0]) > 0 else "wrong"]
+                side[0].extend(fmt)
+                side[1].extend(res)
                 self.rows += 1
                 self.result_wins += sum(res) / len(res) > sum(fmt) / len(fmt)
 
     def figures(self) -> dict[str, float]:
         mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+        by_side = {f"{kind}_{side}": mean(values[k]) for side, values in self.sides.items()
+                   for k, kind in enumerate(("format", "result"))}
         return {"format": mean(self.format), "result": mean(self.result), "rows": self.rows,
-                "result_wins": self.result_wins / max(1, self.rows)}
+                "result_wins": self.result_wins / max(1, self.rows), **by_side}
 
 
 def run(seed: int, steps: int, method: str = "delta", overrides=(), eval_size: int = 0) -> tuple[dict, Coefficients]:
@@ -94,7 +100,8 @@ def main():
     args = arguments(__doc__.splitlines()[0], steps=20, eval_size=200, methods=("delta", "grpo")).parse_args()
     compare(args, args.methods,
             lambda method, seed, folder: run(seed, args.steps, method, args.overrides, args.eval_size)[0],
-            figures=("accuracy", "format", "result", "result_wins"))
+            figures=("accuracy", "format", "result", "result_wins", "format_right", "result_right", "format_wrong",
+                     "result_wrong"))
 
 
 if __name__ == "__main__":
