@@ -70,7 +70,8 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=(), heldout:
         log = [e for e in trainer.state.log_history if "rftt/use_none" in e]
         used = [1 - e["rftt/use_none"] for e in log]
         fixed = [e["rftt/refine_fixed"] for e in log if "rftt/refine_fixed" in e]
-        warm = next(i for i, e in enumerate(trainer.state.log_history) if "phase/rftt_warmup/pairs" in e)
+        warm = next((i for i, e in enumerate(trainer.state.log_history) if "phase/rftt_warmup/pairs" in e),
+                    len(trainer.state.log_history))  # no warm-up ran: every step counts as before it
         steps_before = sum(1 for e in trainer.state.log_history[:warm + 1] if "rftt/use_none" in e)
         rollout = trainer._rollouts["train"]
         rewards = rollout.rewards["rftt"].tolist()
