@@ -76,8 +76,9 @@ def run(method: str, seed: int, steps: int, folder: Path, overrides=(), heldout:
         rollout = trainer._rollouts["train"]
         rewards = rollout.rewards["rftt"].tolist()
         outcome = [exact_match(c, a) for c, a in zip(rollout.completions, rollout.columns["answer"])]
+        added = trainer.processing_class.get_added_vocab()
         return {**figures, **_targets_true(trainer.processing_class.decode, phases),
-                "embedding_moved": moved[0], "output_moved": moved[1],
+                "added": float(all(token in added for token in TOKENS)), "embedding_moved": moved[0], "output_moved": moved[1],
                 "use_before": sum(used[:steps_before]) / max(steps_before, 1),
                 "use_after": sum(used[steps_before:]) / max(len(used) - steps_before, 1),
                 "refine_fixed": sum(fixed) / len(fixed) if fixed else 0.0,

@@ -37,16 +37,17 @@ class Rftt(stackrl.Plugin):
         # The rollouts before the warm-up only feed it (the authors' RL starts from the SFT model).
         return {0: 0.0, self.config.warmup_step: 1.0}
 
-    def _check_tokens(self, tokenizer) -> None:
-        added = tokenizer.get_added_vocab()
+    def _check_tokens(self, ctx) -> None:
+        """Warn where a functional token is not an added token of the model: it is then written as plain text, as in
+        the authors' released SFT config (which adds none), and has no row of its own to train."""
+        added = ctx.tokenizer.get_added_vocab()
         for key in ("verify_token", "refine_token"):
-            token = getattr(self.config, key)
-            if token not in added:
-                raise stackrl.ConfigError(f"rftt.{key}: {token!r} is not a token of the model; list it in model.add_tokens")
+            if getattr(self.config, key) not in added:
+                ctx.warn(f"{key}_not_added")
 
     @stackrl.hookimpl
     def reward(self, ctx):
-        self._check_tokens(ctx.tokenizer)
+        self._check_tokens(ctx)
         rollout, s = ctx.rollout, self.config
         answers = reference_answers(rollout.columns, s.answer_column, plugin=self.name, purpose="score the outcome by")
         uses = [functional_use(c, s.verify_token, s.refine_token) for c in rollout.completions]

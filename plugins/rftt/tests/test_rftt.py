@@ -5,7 +5,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from stackrl import ConfigError
 from stackrl.context import Rollout
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin
@@ -54,27 +53,28 @@ def test_the_use_of_the_tokens_is_read_in_order():
 def _reward(completions, answers, added=("<verify>", "<refine>")):
     rollout = Rollout(prompts=["What is (3 + 4) * 2?\n"] * len(completions), completions=completions,
                       completion_ids=[[1]] * len(completions), prompt_ids=[[1]] * len(completions), group_size=1, columns={"answer": answers})
-    logged, acted = {}, []
+    logged, acted, warned = {}, [], []
     tokenizer = SimpleNamespace(get_added_vocab=lambda: {t: 300 + i for i, t in enumerate(added)})
-    ctx = SimpleNamespace(rollout=rollout, tokenizer=tokenizer, log=logged.__setitem__,
+    ctx = SimpleNamespace(rollout=rollout, tokenizer=tokenizer, log=logged.__setitem__, warn=warned.append,
                           acted=lambda n, of, hint=None: acted.append((n, of)))
-    return make_plugin("rftt").reward(ctx), logged, acted
+    return make_plugin("rftt").reward(ctx), logged, acted, warned
 
 
 def test_the_reward_is_the_final_answer_after_the_last_refine_and_counts_no_token():
     refined = f"{SLIPPED}\n<verify>\n{CHECK_SLIPPED}\n<refine>\n{SOLUTION}"
     refined_wrong = f"{SOLUTION}\n<verify>\n{CHECK_RIGHT}\n<refine>\n{SLIPPED}"
     verified = f"{SOLUTION}\n<verify>\n{CHECK_RIGHT}"
-    rewards, logged, acted = _reward([refined, refined_wrong, verified, SOLUTION, SLIPPED], ["14"] * 4 + [None])
+    rewards, logged, acted, warned = _reward([refined, refined_wrong, verified, SOLUTION, SLIPPED], ["14"] * 4 + [None])
     assert rewards == [1.0, 0.0, 1.0, 1.0, None]  # the authors' outcome reward: no term for the tokens themselves
     assert acted == [(3, 5)]
     assert logged["use_refine"] == pytest.approx(2 / 5) and logged["use_verify"] == pytest.approx(1 / 5)
     assert logged["refine_fixed"] == pytest.approx(1 / 2)  # the first refinement fixed a wrong attempt
+    assert not warned
 
 
-def test_tokens_missing_from_the_vocabulary_are_refused():
-    with pytest.raises(ConfigError, match="rftt.refine_token: '<refine>' is not a token of the model"):
-        _reward([SOLUTION], ["14"], added=("<verify>",))
+def test_a_token_missing_from_the_vocabulary_is_warned_of_and_read_as_text():
+    rewards, _, acted, warned = _reward([f"{SOLUTION}\n<verify>\n{CHECK_RIGHT}"], ["14"], added=("<verify>",))
+    assert warned == ["refine_token_not_added"] and rewards == [1.0] and acted == [(1, 1)]
 
 
 def test_the_reward_waits_for_the_warmup():

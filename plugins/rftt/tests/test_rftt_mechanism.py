@@ -19,8 +19,8 @@ def test_the_warmup_teaches_the_tokens_and_the_policy_samples_them(tmp_path):
     # The targets: every attempt checked with a true verdict, a right refinement exactly after a wrong attempt.
     assert figures["targets"] >= 20 and 0 < figures["refined_targets"] < figures["targets"], figures
     assert figures["targets_true"] == 1.0, figures
-    # The new rows train: the input embedding and the output layer's rows of <verify> and <refine>.
-    assert figures["embedding_moved"] > 0.01 and figures["output_moved"] > 0.05, figures
+    # The tokens are the model's own, and their new rows train: the input embedding and the output layer's rows of <verify> and <refine>.
+    assert figures["added"] == 1.0 and figures["embedding_moved"] > 0.01 and figures["output_moved"] > 0.05, figures
     # Before the warm-up the policy never writes them; after it, it samples them in RL.
     assert figures["use_before"] == 0.0 and figures["use_after"] >= 0.1, figures
     assert figures["reward_is_outcome"] == 1.0, figures
