@@ -30,8 +30,9 @@ def _targets_true(decode, phases) -> dict[str, float]:
     verified = refined = true = 0
     for contexts, completions in phases:
         for context, completion in zip(contexts, completions):
-            answer = read_problem(context if isinstance(context, str) else decode(context))["answer"]
-            text = decode(completion, skip_special_tokens=True)
+            question, _, given = (context if isinstance(context, str) else decode(context)).partition("\n")
+            answer = read_problem(question + "\n")["answer"]
+            text = given + decode(completion, skip_special_tokens=True)  # an attempt in the context comes first
             attempt, _, rest = text.partition("\n<verify>\n")
             check, _, fix = rest.partition("\n<refine>\n")
             right = exact_match(attempt, answer) == 1.0
