@@ -58,6 +58,12 @@ class RunFacts:
                 "one) or use model.lora (its base is the reference)"
             )
 
+    def need_plain_text(self, key: str, what: str) -> None:
+        """Refuse chat prompts (data.chat) where ``what`` extends the question as plain text, as the built-in
+        task's role formats do."""
+        if self.chat:
+            raise ConfigError(f"{key}: data.chat is true, but {what}; set data.chat=false")
+
     def check_template(self, plugin: "Plugin", key: str, own: tuple[str, ...] = ()) -> None:
         """Refuse a template setting of ``plugin`` that names a field the run cannot fill. The template at
         ``plugin.config.<key>`` is formatted with ``{prompt}``, the data's columns and the fields the plugin fills

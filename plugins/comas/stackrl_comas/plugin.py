@@ -10,7 +10,7 @@ the judge role, shown the question, the solution and the critique's check lines,
 
 from __future__ import annotations
 
-from stackrl import ConfigError, Plugin, Samples, hookimpl
+from stackrl import Plugin, Samples, hookimpl
 from stackrl.blocks.judges import Judge, JudgeSettings, Scale
 from stackrl.blocks.roles import assign_roles, judged_attempt_rows, rows_of_groups, text_prompt
 from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES, SOLVE, VERIFY, extract_answer
@@ -35,11 +35,8 @@ class Comas(Plugin):
                                           temperature=c.scorer_temperature), "comas")
 
     def check_run(self, run):
-        if run.chat:
-            raise ConfigError(
-                "comas: data.chat is true, but critiques and scores extend the question as plain text in the built-in "
-                "task's judge format (docs/roles.md); set data.chat=false"
-            )
+        run.need_plain_text("comas", "critiques and scores extend the question as plain text in the built-in task's "
+                            "judge format (docs/roles.md)")
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):

@@ -1,16 +1,14 @@
 """CoMAS: a scorer's verdict on a solution read with a critique of it rewards the solution and, zero-sum, the critique."""
 
-import itertools
-
 import pytest
 
 from stackrl import RewardContext, Rollout
 from stackrl.blocks.judges import Mode
-from stackrl.policy import Generation
 from stackrl.rewards import SOLVE, VERIFY
 from stackrl.tasks import judge_prompt
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin, train_steps
+from stackrl.testing.scripted import ScriptedPolicy
 from stackrl_comas import ComasConfig, check_lines, critique_reward, scorer_prompt, solution_reward
 
 Q = "What is (3 + 4) * 2?\n"
@@ -48,20 +46,6 @@ def test_the_defaults():
     config = ComasConfig()
     assert config.critique_share == 0.5 and config.scorer is Mode.generate
     assert config.scorer_temperature == 1.0 and config.malformed == 0.0
-
-
-class ScriptedPolicy:
-    """Answers each prompt with its scripted texts in turn (one character a token); ``asked`` keeps each call."""
-
-    eos_token_ids = [9]
-
-    def __init__(self, replies: dict[str, list[str]]):
-        self.replies = {p: itertools.cycle(t) for p, t in replies.items()}
-        self.asked: list[tuple[list, dict]] = []
-
-    def generate(self, prompts, model="policy", caller=None, **sampling):
-        self.asked.append((list(prompts), sampling))
-        return [Generation([1], [2], next(self.replies[p])) for p in prompts]
 
 
 def _reward(policy, rollout, **settings):

@@ -32,9 +32,7 @@ class Herl(stackrl.Plugin):
 
     def check_run(self, run):
         run.need_column("herl.answer_column", self.config.answer_column, "by which samples and regenerations are scored")
-        if run.chat:
-            raise stackrl.ConfigError("herl.guidance_template: data.chat is true, but the guidance extends the question "
-                                      "as plain text; set data.chat=false")
+        run.need_plain_text("herl.guidance_template", "the guidance extends the question as plain text")
         if self.config.replace >= run.group_size:
             raise stackrl.ConfigError(f"herl.replace: fewer than the group size (trainer.num_generations="
                                       f"{run.group_size}), so a group keeps a sample of its own; not {self.config.replace}")

@@ -74,9 +74,9 @@ class R3(stackrl.Plugin):
 
     def check_run(self, run):
         run.need_column("r3.answer_column", self.config.answer_column, "replay decides success by it")
-        if self.config.reflect and run.chat:
-            raise stackrl.ConfigError("r3.reflect: data.chat is true, but a reflection extends the question as plain "
-                                      "text in the retry format (docs/roles.md); set data.chat=false")
+        if self.config.reflect:
+            run.need_plain_text("r3.reflect", "a reflection extends the question as plain text in the retry format "
+                                "(docs/roles.md)")
 
     @stackrl.hookimpl
     @training_only

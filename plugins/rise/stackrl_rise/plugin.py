@@ -9,7 +9,7 @@ share a baseline.
 
 from __future__ import annotations
 
-from stackrl import ConfigError, Plugin, Samples, hookimpl
+from stackrl import Plugin, Samples, hookimpl
 from stackrl.blocks.roles import assign_roles, judged_attempt_rows, rows_of_groups
 from stackrl.rewards import ROLE_COLUMN, SOLVE, VERIFY, reference_answers
 from stackrl.tasks import parse_verdict
@@ -28,11 +28,8 @@ class Rise(Plugin):
         self.shares = {SOLVE: 1 - self.config.verify_share, VERIFY: self.config.verify_share}
 
     def check_run(self, run):
-        if run.chat:
-            raise ConfigError(
-                "rise: data.chat is true, but verify prompts extend the question as plain text in the built-in "
-                "task's judge format (docs/roles.md); set data.chat=false"
-            )
+        run.need_plain_text("rise", "verify prompts extend the question as plain text in the built-in task's judge "
+                            "format (docs/roles.md)")
 
     @hookimpl
     def generate_rollout(self, prompts, ctx):

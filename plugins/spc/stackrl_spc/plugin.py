@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from stackrl import ConfigError, Plugin, PluginError, Samples, hookimpl
+from stackrl import Plugin, PluginError, Samples, hookimpl
 from stackrl.blocks.roles import assign_roles, rows_of_groups, text_prompt
 from stackrl.rewards import ROLE_COLUMN, VERIFY
 from stackrl.tasks import corrupt_prompt, judge_prompt, parse_verdict, slip
@@ -45,9 +45,8 @@ class Spc(Plugin):
         self.shares = {SNEAKY: self.config.sneaky_share, VERIFY: 1 - self.config.sneaky_share}
 
     def check_run(self, run):
-        if run.chat:
-            raise ConfigError("spc: data.chat is true, but the game's prompts extend the question as plain text in the "
-                              "built-in task's corrupt and judge formats (docs/roles.md); set data.chat=false")
+        run.need_plain_text("spc", "the game's prompts extend the question as plain text in the built-in task's corrupt "
+                            "and judge formats (docs/roles.md)")
 
     def _sampling(self) -> dict:
         c = self.config

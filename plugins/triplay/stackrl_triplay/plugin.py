@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from stackrl import ConfigError, Plugin, PluginError, hookimpl
+from stackrl import Plugin, PluginError, hookimpl
 from stackrl.answers import equivalent, extractor_of
 from stackrl.blocks.selfinstruct import SimilarityIndex
 from stackrl.blocks.selfplay import QuestionPrompts, posed_question, topic_prompt
@@ -54,9 +54,8 @@ class TriPlay(Plugin):
         self.pending_successes: list[str] = []
 
     def check_run(self, run):
-        if run.chat:
-            raise ConfigError("triplay: data.chat is true, but the evaluator's prompts extend the question as plain "
-                              "text in the built-in task's judge format (docs/roles.md); set data.chat=false")
+        run.need_plain_text("triplay", "the evaluator's prompts extend the question as plain text in the built-in "
+                            "task's judge format (docs/roles.md)")
 
     def phase(self, step: int) -> str:
         """The role whose rows are drawn at the step after ``step`` completed steps."""
