@@ -169,3 +169,6 @@ if __name__ == "__main__":
     spec = json.loads(Path(sys.argv[1]).read_text())
     for one in spec["runs"]:
         run_one(spec["model_dir"], one, spec["out"])
+    from stackrl.run import leave_process_group
+
+    leave_process_group()

@@ -244,6 +244,10 @@ def main(argv=None) -> int:
     debug = args.debug or os.environ.get("STACKRL_DEBUG", "0") not in ("", "0")
     try:
         args.func(args)
+        if "torch" in sys.modules:  # only a command that loaded torch can have joined a process group
+            from stackrl.run import leave_process_group
+
+            leave_process_group()
     except StackrlError as exc:
         if debug:
             traceback.print_exc()

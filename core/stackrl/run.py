@@ -518,6 +518,14 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
             "activity": trainer.activity_summary(), "finished_at": None}
 
 
+def leave_process_group() -> None:
+    """End this process's part in a multi-process run: destroy the process group before the interpreter exits.
+    Left to the interpreter's shutdown, gloo's threads can abort the process after a run that succeeded
+    ("terminate called without an active exception", SIGABRT)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def _finished(state: TrainerState, args: GRPOConfig) -> bool:
     """Whether a checkpoint's run reached the end the config sets (``max_steps``, else the epochs)."""
     if args.max_steps > 0:
