@@ -22,9 +22,9 @@ class Env(stackrl.Plugin):
     Config = EnvConfig
     activity = "episodes ended by the environment (not a turn cap, token budget or failure)"
 
-    def __init__(self, config: EnvConfig):
+    def __init__(self, config: EnvConfig | None = None):
         super().__init__(config)
-        self.runner = Runner(config)
+        self.runner = Runner(self.config)
 
     def check_run(self, run):
         seats = len(self.runner.live)
