@@ -91,3 +91,21 @@ def test_a_resumed_run_plays_the_same_episodes(make_config, tmp_path):
     assert got.columns[SEED_COLUMN] == want.columns[SEED_COLUMN]
     assert got.completion_ids == want.completion_ids and got.columns == want.columns
     assert all(torch.equal(a, b) for a, b in zip(straight.model.parameters(), resumed.model.parameters()))
+
+
+def test_a_two_seat_game_trains_from_a_file_of_prompts(make_config, tmp_path):
+    """Tic-tac-toe with the live policy in both seats: a group's rows are its episodes' seats in pairs, each
+    rewarded with its own seat's zero-sum return."""
+    prompts = tmp_path / "games.jsonl"
+    prompts.write_text('{"question": "Tic-tac-toe. Play with move: N.", "answer": null}\n' * 8)  # no answer
+    config = make_config(["env"], data={"source": str(prompts), "size": None}, rewards={"exact_match": None},
+                         env={"environment": "tictactoe", "actions": r"([1-9])", "on_unparsed": "feedback",
+                              "max_turns": 9, "turn_tokens": 3, "max_tokens": 60, "unparsed_feedback": "?"},
+                         trainer={**TRAINER, "max_completion_length": 60, "max_steps": 1})
+    with one_thread():
+        trainer = train_steps(config)
+    rollout = trainer._rollouts["train"]
+    assert rollout.columns["env_seat"] == [0, 1] * (len(rollout) // 2)
+    returns = rollout.columns[RETURN_COLUMN]
+    assert all(returns[i] == -returns[i + 1] for i in range(0, len(rollout), 2))  # the pair's seats, zero-sum
+    assert rollout.columns["env_episode"][::2] == rollout.columns["env_episode"][1::2]
