@@ -218,3 +218,16 @@ def test_settings_are_checked(settings, message):
 def test_environments_are_checked_against_the_settings(settings, message):
     with pytest.raises(ConfigError, match=message):
         Runner(EnvSettings(**settings))
+
+
+def lowest_cell(env, rng) -> str:
+    """A user's scripted opponent: the lowest free cell."""
+    return env.legal_actions()[0]
+
+
+def test_a_scripted_opponent_function_plays_its_seat():
+    players = ScriptedPlayers(lambda model, text: "move: 5" if "5" in text.splitlines()[-3] else "move: 9")
+    samples = Runner(EnvSettings(environment="tictactoe", seats=[f"{__name__}:lowest_cell", "policy"])).run(
+        ["t"], players.context(group_size=1))
+    assert [move for seat, move in samples.columns[MOVES_COLUMN][0] if seat == 0][:2] == ["1", "2"]
+    assert players.tokenizer.decode(samples.prompt_ids[0]) == "t\nX23\n456\n789\nyou: O\n"

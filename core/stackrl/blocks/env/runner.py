@@ -196,8 +196,7 @@ class Runner:
         turns, from text, and one for the others, from tokens), chosen for scripted seats."""
         if player == SCRIPTED or player in self.scripts:
             for play, seat in moving:
-                choose = (lambda p: p.rng.choice(p.episode.legal_actions())) if player == SCRIPTED else self.scripts[player]
-                text = self._guarded(play, ctx, lambda play=play: choose(play) if player == SCRIPTED else choose(play.episode.env, play.rng))
+                text = self._guarded(play, ctx, lambda play=play: self._scripted(player, play))
                 if text is not None:
                     yield play, seat, text
             return
@@ -226,6 +225,15 @@ class Runner:
                     state.trajectory = Trajectory(g.prompt_ids)
                 state.trajectory.add(ACTION, ids, text, ctx.eos_token_ids)
                 yield play, seat, text
+
+    def _scripted(self, player: str, play: _Play) -> str:
+        """A scripted seat's action: a uniformly random legal one, or the configured function's."""
+        if player == SCRIPTED:
+            return play.rng.choice(play.episode.legal_actions())
+        try:
+            return str(self.scripts[player](play.episode.env, play.rng))
+        except Exception as e:  # the user's opponent failed: reported like the environment's failures
+            raise EnvironmentFailure(player, f"raised {type(e).__name__}: {e}") from e
 
     def _apply(self, play: _Play, seat: int, text: str, *, generated: bool, ctx) -> None:
         if play.end is not None:
