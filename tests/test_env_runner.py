@@ -231,3 +231,13 @@ def test_a_scripted_opponent_function_plays_its_seat():
         ["t"], players.context(group_size=1))
     assert [move for seat, move in samples.columns[MOVES_COLUMN][0] if seat == 0][:2] == ["1", "2"]
     assert players.tokenizer.decode(samples.prompt_ids[0]) == "t\nX23\n456\n789\nyou: O\n"
+
+
+def test_a_row_with_less_room_keeps_only_the_sampled_prefix_that_fits():
+    """One generate call serves rows with different room left: a row's action is cut to its own budget."""
+    players = ScriptedPlayers(lambda model, text: "move: 1 " + "y" * 15 if text.startswith("a") else "move: 1")
+    samples = Runner(EnvSettings(environment=f"{__name__}:Endless", max_turns=5, max_tokens=30, turn_tokens=30,
+                                 observation_tokens=2)).run(["a", "b"], players.context(group_size=1))
+    assert [len(ids) for ids in samples.completion_ids] == [30, 30]  # a: 23 + 4 + 3, cut; b: played on to the budget
+    assert players.tokenizer.decode(samples.completion_ids[0]).endswith("\nxx\nmov")
+    assert samples.columns[END_COLUMN] == ["budget", "budget"]

@@ -118,8 +118,9 @@ class Runner:
                 if seat is not None:
                     movers.setdefault(play.seats[seat].player, []).append((play, seat))
             for player, moving in movers.items():
-                for play, seat, text in self._actions(player, moving, ctx):
-                    self._apply(play, seat, text, generated=player not in self.scripts and player != SCRIPTED, ctx=ctx)
+                for play, seat, text, cut in self._actions(player, moving, ctx):
+                    self._apply(play, seat, text, generated=player not in self.scripts and player != SCRIPTED,
+                                cut=cut, ctx=ctx)
         for play in plays:
             if play.end is None:
                 play.end = "turns"
@@ -198,7 +199,7 @@ class Runner:
             for play, seat in moving:
                 text = self._guarded(play, ctx, lambda play=play: self._scripted(player, play))
                 if text is not None:
-                    yield play, seat, text
+                    yield play, seat, text, False
             return
         model = POLICY if player == POLICY else player[len(SNAPSHOT):]
         fresh, continued = [], []
@@ -217,14 +218,14 @@ class Runner:
                                        max_new_tokens=min(self.settings.turn_tokens, max(room)))
             for (play, seat, _), g, left in zip(batch, generations, room):
                 state = play.seats[seat]
-                ids, text = list(g.completion_ids), g.text
-                if len(ids) > left:  # the row's budget: keep the sampled prefix that fits
+                ids, text, cut = list(g.completion_ids), g.text, len(g.completion_ids) > left
+                if cut:  # the row's budget: keep the sampled prefix that fits
                     ids = ids[:left]
                     text = ctx.tokenizer.decode(ids, skip_special_tokens=True)
                 if state.trajectory is None:
                     state.trajectory = Trajectory(g.prompt_ids)
                 state.trajectory.add(ACTION, ids, text, ctx.eos_token_ids)
-                yield play, seat, text
+                yield play, seat, text, cut
 
     def _scripted(self, player: str, play: _Play) -> str:
         """A scripted seat's action: a uniformly random legal one, or the configured function's."""
@@ -235,7 +236,8 @@ class Runner:
         except Exception as e:  # the user's opponent failed: reported like the environment's failures
             raise EnvironmentFailure(player, f"raised {type(e).__name__}: {e}") from e
 
-    def _apply(self, play: _Play, seat: int, text: str, *, generated: bool, ctx) -> None:
+    def _apply(self, play: _Play, seat: int, text: str, *, generated: bool, cut: bool, ctx) -> None:
+        """Play a seat's turn; a turn the budget cut before it stated an action ends the episode there."""
         if play.end is not None:
             return
         state = play.seats[seat]
@@ -244,6 +246,10 @@ class Runner:
         if move is None and not self.game:  # TRL's convention: a turn without a tool call is the final answer
             state.infos.append({})
             play.end = "done"
+            return
+        if move is None and cut:
+            state.infos.append({})
+            play.end = "budget"
             return
         if move is None:
             state.infos.append({"unparsed": True})
