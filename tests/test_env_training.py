@@ -9,6 +9,7 @@ import torch
 
 from stackrl.blocks.env import END_COLUMN, RETURN_COLUMN, SEED_COLUMN
 from stackrl.run import build_trainer
+from stackrl.samples import read_samples
 from stackrl.testing.benchmark import one_thread
 from stackrl.testing.fixtures import StopAt, train_steps
 
@@ -53,6 +54,8 @@ def test_trl_trains_the_actions_only_and_attends_to_every_token_of_the_episode(m
         assert inputs["tool_mask"][row, :n].tolist() == rollout.loss_mask[match[0]]
     assert rollout.columns[END_COLUMN] and all(isinstance(r, float) for r in rollout.columns[RETURN_COLUMN])
     assert torch.equal(rollout.rewards["env"], torch.tensor(rollout.columns[RETURN_COLUMN]))
+    logged = read_samples(trainer.args.output_dir)  # samples.jsonl shows whole episodes
+    assert any("\n?\n" in record["completion"] or "arms" in record["completion"] for record in logged)
 
 
 class Counter:
