@@ -10,6 +10,7 @@ from stackrl.blocks.env import (
     END_COLUMN, MOVES_COLUMN, RETURN_COLUMN, SEED_COLUMN, TURN_REWARDS_COLUMN, EnvSettings, Runner, episode_layout,
     replay, turn_examples,
 )
+from stackrl.blocks.env.layout import with_observation
 from stackrl.errors import PluginError
 from stackrl.testing.scripted import ScriptedPlayers
 
@@ -241,3 +242,18 @@ def test_a_row_with_less_room_keeps_only_the_sampled_prefix_that_fits():
     assert [len(ids) for ids in samples.completion_ids] == [30, 30]  # a: 23 + 4 + 3, cut; b: played on to the budget
     assert players.tokenizer.decode(samples.completion_ids[0]).endswith("\nxx\nmov")
     assert samples.columns[END_COLUMN] == ["budget", "budget"]
+
+
+def test_rotated_seats_let_the_policy_move_first_in_every_other_episode():
+    players = ScriptedPlayers(lambda model, text: "move: 5" if "5" in text.splitlines()[-3] else "move: 9")
+    samples = Runner(EnvSettings(environment="tictactoe", seats=["policy", "scripted"], rotate_seats=True)).run(
+        ["t"] * 4, players.context(group_size=4))
+    assert samples.columns["env_seat"] == [0, 1, 0, 1]
+    assert [moves[0][0] for moves in samples.columns[MOVES_COLUMN]] == [0, 0, 0, 0]  # seat 0 opens; the policy holds it in episodes 0 and 2
+    assert [players.tokenizer.decode(p).endswith("you: X\n") for p in samples.prompt_ids] == [True, False, True, False]
+
+
+def test_the_first_observation_ends_a_chat_prompt_s_last_message():
+    prompt = [{"role": "system", "content": "Play."}, {"role": "user", "content": "Your board:"}]
+    assert with_observation(prompt, "\n123\n") == [prompt[0], {"role": "user", "content": "Your board:\n123\n"}]
+    assert prompt[1]["content"] == "Your board:"  # the dataset's prompt is left as it was

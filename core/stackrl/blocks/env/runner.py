@@ -5,7 +5,8 @@ rollout as :class:`stackrl.Samples`: one row per live-policy seat of each episod
 with the observations between them (loss mask 0; :mod:`stackrl.blocks.env.layout`), and per-row columns for the
 plugins that credit turns or seats (the ``COLUMN`` names below). A group's ``group_size`` rows are
 ``group_size / seats`` episodes of its prompt, a row per live seat in seat order, all seeded alike from the step
-and the group, so every process plays the same episodes.
+and the group, so every process plays the same episodes. With ``rotate_seats`` each episode moves the players one
+seat on from the episode before (the policy against a scripted opponent then moves first in half the episodes).
 
 An episode stops when the environment says done, at ``max_turns`` actions, when a row's next turn would pass
 ``max_tokens``, and on a failure the settings end rather than raise (an environment that raises or breaks the
@@ -63,6 +64,7 @@ class _Play:
     episode: Episode
     seats: list[_Seat]
     rng: random.Random
+    live: list[int]  # the live policy's seats, one row each
     moves: list = field(default_factory=list)
     end: str | None = None
 
@@ -131,10 +133,12 @@ class Runner:
         first_row = index * len(self.live)
         row = {"prompt": prompts[first_row], **{k: v[first_row] for k, v in ctx.rollout_columns.items()}}
         seed = episode_seed(self.settings.seed, ctx.step, first_row // ctx.group_size)
-        seats = [_Seat(player) for player in self.players]
-        for j, seat in enumerate(self.live):
+        shift = index % self.seats if self.settings.rotate_seats else 0
+        seats = [_Seat(self.players[(seat - shift) % self.seats]) for seat in range(self.seats)]
+        live = [seat for seat, state in enumerate(seats) if state.player == POLICY]
+        for j, seat in enumerate(live):
             seats[seat].row = first_row + j
-        play = _Play(index, prompts[first_row], row, None, seats, random.Random(seed))
+        play = _Play(index, prompts[first_row], row, None, seats, random.Random(seed), live)
         try:
             play.episode = construct(self.env_class, dict(self.settings.kwargs), self.seats, seed)
             first = play.episode.reset(row)
@@ -151,7 +155,7 @@ class Runner:
             return None
 
     def _failed(self, play: _Play, seat: int | None, failure: EnvironmentFailure, ctx) -> None:
-        where = f"env: step {ctx.step}, row {play.seats[self.live[0]].row} (episode {play.index}, seed {play.episode.seed if play.episode else '?'})"
+        where = f"env: step {ctx.step}, row {play.seats[play.live[0]].row} (episode {play.index}, seed {play.episode.seed if play.episode else '?'})"
         if self.settings.on_error == "raise":
             raise PluginError(
                 f"{where}: {self.env_class.__name__}.{failure.method} {failure.problem} (env.on_error: end ends such an "
@@ -291,7 +295,7 @@ class Runner:
                 value = self._guarded(play, ctx, play.episode.final_reward)
                 if value is not None:
                     self._reward(play.seats[0], value)
-        idle = [(play, seat) for play in plays for seat in self.live if play.seats[seat].trajectory is None]
+        idle = [(play, seat) for play in plays for seat in play.live if play.seats[seat].trajectory is None]
         if idle:
             texts = [self._context(play, seat, ctx) for play, seat in idle]
             for (play, seat), g in zip(idle, ctx.generate(texts, max_new_tokens=1)):
@@ -299,7 +303,7 @@ class Runner:
                 play.seats[seat].trajectory.inject(g.completion_ids[:1])  # attended to, never trained
 
     def _samples(self, plays: list[_Play], ctx) -> Samples:
-        rows = [(play, seat) for play in plays for seat in self.live]
+        rows = [(play, seat) for play in plays for seat in play.live]
         columns = {
             SEAT_COLUMN: [seat for _, seat in rows],
             EPISODE_COLUMN: [play.index for play, _ in rows],

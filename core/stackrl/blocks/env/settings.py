@@ -23,6 +23,7 @@ class EnvSettings:
     # scripted (a uniformly random legal action) or module:function (called with the episode and its random
     # generator, returns the action). Empty: the live policy in every seat, one row a seat.
     seats: List[str] = field(default_factory=list)
+    rotate_seats: bool = False  # each episode moves the players one seat on from the episode before
     actions: Optional[str] = None  # move | tag | tool_call | text | a regex; default: move for games, tag for tools
     max_turns: int = 8  # actions an episode may take, all seats together
     max_tokens: int = 256  # completion tokens of a row: its actions and the observations between them
