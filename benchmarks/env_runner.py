@@ -6,7 +6,7 @@ what a rollout spends outside generation: parsing, the environments, tokenizing 
 the rows. It prints the totals, the turns played, and last ``env_overhead_ratio: X`` (time outside generation over
 time inside it; goal <= 0.05 on the built-in model).
 
-    python benchmarks/env_runner.py [--model stackrl/arith-tiny] [--steps 4] [--threads 1]
+    python benchmarks/env_runner.py [--model stackrl/arith-tiny] [--steps 4] [--rows 32] [--threads 1]
 """
 
 from __future__ import annotations
@@ -31,10 +31,12 @@ ENV = {"environment": "bandit", "kwargs": {"arms": 3, "pulls": 4}, "actions": r"
 TRAINER = {**TINY_TRAINER, "per_device_train_batch_size": 32, "num_generations": 8, "max_completion_length": 96}
 
 
-def measure(model: str, steps: int, work: Path) -> dict[str, float]:
-    """Train ``steps`` steps in the environment; the time of the rollouts, of their generation, and the turns."""
-    config = tiny_config(model, ["env"], tmp_dir=work, output_dir=str(work / "run"), env=ENV,
-                         trainer={**TRAINER, "max_steps": steps}, data={"source": "arithmetic", "size": 256})
+def measure(model: str, steps: int, rows: int, work: Path) -> dict[str, float]:
+    """Train ``steps`` steps of ``rows`` rows in the environment; the time of the rollouts, of their generation, and
+    the turns."""
+    trainer = {**TRAINER, "max_steps": steps, "per_device_train_batch_size": rows}
+    config = tiny_config(model, ["env"], tmp_dir=work, output_dir=str(work / "run"), env=ENV, trainer=trainer,
+                         data={"source": "arithmetic", "size": 256})
     totals = {"rollout": 0.0, "generate": 0.0, "turns": 0, "calls": 0}
     from stackrl.blocks.env import Runner
     from stackrl.policy import PolicyAccess
@@ -67,6 +69,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="stackrl/arith-tiny", help="a model folder or built-in name; 'random': a random tiny model")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=32, help="rows a step (groups of 8)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     import torch
@@ -77,11 +80,11 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             model = str(build_tiny_model(work / "model")) if args.model == "random" else args.model
-            t = measure(model, args.steps, work)
+            t = measure(model, args.steps, args.rows, work)
     finally:
         torch.set_num_threads(threads)
     outside = t["rollout"] - t["generate"]
-    print(f"model {args.model}, {args.steps} steps, {args.threads} thread(s)")
+    print(f"model {args.model}, {args.steps} steps of {args.rows} rows, {args.threads} thread(s)")
     print(f"rollouts {t['rollout']:.3f} s, generation {t['generate']:.3f} s in {t['calls']} calls, "
           f"{t['turns']:.0f} turns played (episodes' actions)")
     print(f"runner outside generation: {1000 * outside / max(t['turns'], 1):.3f} ms per turn")
