@@ -112,3 +112,34 @@ def test_a_two_seat_game_trains_from_a_file_of_prompts(make_config, tmp_path):
     returns = rollout.columns[RETURN_COLUMN]
     assert all(returns[i] == -returns[i + 1] for i in range(0, len(rollout), 2))  # the pair's seats, zero-sum
     assert rollout.columns["env_episode"][::2] == rollout.columns["env_episode"][1::2]
+
+
+class Chatter:
+    """Two seats taking turns whatever they say, four turns; a seat earns the length of what it says."""
+
+    seats = 2
+
+    def reset(self, **row):
+        self.turn, self.said = 0, 0
+        return "say"
+
+    def step(self, action):
+        rewards = [0.0, 0.0]
+        rewards[self.turn] = float(len(action))
+        self.turn, self.said = 1 - self.turn, self.said + 1
+        return "say", rewards, self.said == 4, {}
+
+
+def test_a_snapshot_seat_plays_the_policy_as_it_was_when_first_needed(make_config):
+    config = make_config(["env"], env={"environment": f"{__name__}:Chatter", "seats": ["policy", "snapshot:rival"],
+                                       "actions": "text", "turn_tokens": 3},
+                         rewards={"exact_match": None}, trainer={**TRAINER, "max_steps": 2})
+    with one_thread():
+        trainer = build_trainer(config)
+        initial = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+        trainer.train()
+    rival = trainer._shared_policy.snapshot("rival")
+    assert rival.checkpointed  # saved with checkpoints, so a resumed run plays the same opponent
+    assert all(torch.equal(p, initial[name]) for name, p in rival.model.named_parameters())  # made at the first rollout
+    assert any(not torch.equal(p, initial[name]) for name, p in trainer.model.named_parameters())  # the policy trained
+    assert trainer._rollouts["train"].columns["env_seat"] == [0] * len(trainer._rollouts["train"])

@@ -87,6 +87,10 @@ class ScriptedPlayers:
             out.append(Generation(self.tokenizer(text)["input_ids"], ids, self.tokenizer.decode(ids, True)))
         return out
 
+    def snapshot(self, name: str):
+        """Every snapshot the runner asks for exists: the scripted replies stand for each model."""
+        return name
+
     def context(self, *, group_size: int, columns: dict | None = None, step: int = 0):
         from stackrl.context import SampleContext
 

@@ -27,7 +27,7 @@ from stackrl.blocks.env.protocol import (
 from stackrl.blocks.env.settings import POLICY, SCRIPTED, SNAPSHOT, EnvSettings
 from stackrl.blocks.turns import Trajectory, packed_samples
 from stackrl.context import Samples
-from stackrl.errors import ConfigError, PluginError
+from stackrl.errors import ConfigError, PluginError, StackrlError
 
 SEAT_COLUMN = "env_seat"  # the seat the row played
 EPISODE_COLUMN = "env_episode"  # the episode's index in the batch (a row per live seat shares it)
@@ -206,6 +206,8 @@ class Runner:
                     yield play, seat, text, False
             return
         model = POLICY if player == POLICY else player[len(SNAPSHOT):]
+        if model != POLICY:
+            self._ensure_snapshot(model, ctx)
         fresh, continued = [], []
         for play, seat in moving:
             context = self._context(play, seat, ctx)
@@ -230,6 +232,15 @@ class Runner:
                     state.trajectory = Trajectory(g.prompt_ids)
                 state.trajectory.add(ACTION, ids, text, ctx.eos_token_ids)
                 yield play, seat, text, cut
+
+    @staticmethod
+    def _ensure_snapshot(name: str, ctx) -> None:
+        """A snapshot seat no plugin has made yet plays the policy as it is now, kept from then on (and in
+        checkpoints) until a plugin moves it with ``ctx.update_snapshot``."""
+        try:
+            ctx.policy.snapshot(name)
+        except StackrlError:
+            ctx.update_snapshot(name, checkpoint=True)
 
     def _scripted(self, player: str, play: _Play) -> str:
         """A scripted seat's action: a uniformly random legal one, or the configured function's."""
