@@ -257,3 +257,13 @@ def test_the_first_observation_ends_a_chat_prompt_s_last_message():
     prompt = [{"role": "system", "content": "Play."}, {"role": "user", "content": "Your board:"}]
     assert with_observation(prompt, "\n123\n") == [prompt[0], {"role": "user", "content": "Your board:\n123\n"}]
     assert prompt[1]["content"] == "Your board:"  # the dataset's prompt is left as it was
+
+
+def test_an_episode_of_tool_calls_replays_from_its_moves():
+    players = ScriptedPlayers(lambda model, text: "<lookup>k1</lookup>" if text.count("\n") < 6 else "done")
+    settings = EnvSettings(environment=f"{__name__}:Lookup")
+    samples = Runner(settings).run(["q"], players.context(group_size=1, columns={"key": ["k1"]}))
+    moves = samples.columns[MOVES_COLUMN][0]
+    assert moves == [[0, ["lookup", ["k1"], {}]]] * 2
+    outcomes = replay(settings, {"prompt": "q", "key": "k1"}, samples.columns[SEED_COLUMN][0], moves)
+    assert [o.observation for o in outcomes] == ["42", "42"]

@@ -84,19 +84,28 @@ class Runner:
             raise ConfigError(f"env.kwargs: {self.env_class.__name__} cannot be made with them: {e}") from None
         self.players = list(settings.seats) or [POLICY] * self.seats
         if len(self.players) != self.seats:
-            raise ConfigError(f"env.seats: lists {len(self.players)} players; {self.env_class.__name__} has {self.seats} seats")
+            raise ConfigError(
+                f"env.seats: lists {len(self.players)} players; {self.env_class.__name__} has {self.seats} seats"
+            )
         self.grammar = settings.actions or ("move" if self.game else "tag")
         tool_grammar = self.grammar in ("tag", "tool_call")
         if self.game and tool_grammar:
-            raise ConfigError(f"env.actions: '{self.grammar}' reads tool calls; {self.env_class.__name__} is a game (step)")
+            raise ConfigError(
+                f"env.actions: '{self.grammar}' reads tool calls; {self.env_class.__name__} is a game (step)"
+            )
         if not self.game and not tool_grammar:
             raise ConfigError(
                 f"env.actions: '{self.grammar}' reads a game's action; {self.env_class.__name__} is played by its tools "
                 f"({', '.join(tool_names(self.env_class)) or 'none'}): use tag or tool_call"
             )
-        self.scripts = {p: load_object(p, key="env.seats") for p in self.players if ":" in p and not p.startswith(SNAPSHOT)}
+        self.scripts = {
+            p: load_object(p, key="env.seats") for p in self.players if ":" in p and not p.startswith(SNAPSHOT)
+        }
         if SCRIPTED in self.players and not callable(getattr(self.env_class, "legal_actions", None)):
-            raise ConfigError(f"env.seats: a scripted seat plays a random legal action; {self.env_class.__name__} has no legal_actions()")
+            raise ConfigError(
+                f"env.seats: a scripted seat plays a random legal action; {self.env_class.__name__} has no "
+                "legal_actions()"
+            )
         self.live = [seat for seat, player in enumerate(self.players) if player == POLICY]
 
     # -- the loop -------------------------------------------------------------------------------------------------
@@ -144,7 +153,7 @@ class Runner:
             first = play.episode.reset(row)
             seats[play.episode.turn()].pending = first
         except EnvironmentFailure as failure:
-            self._failed(play, 0, failure, ctx)
+            self._failed(play, None, failure, ctx)
         return play
 
     def _guarded(self, play: _Play, ctx, call):
@@ -155,7 +164,8 @@ class Runner:
             return None
 
     def _failed(self, play: _Play, seat: int | None, failure: EnvironmentFailure, ctx) -> None:
-        where = f"env: step {ctx.step}, row {play.seats[play.live[0]].row} (episode {play.index}, seed {play.episode.seed if play.episode else '?'})"
+        seed = play.episode.seed if play.episode else "?"
+        where = f"env: step {ctx.step}, row {play.seats[play.live[0]].row} (episode {play.index}, seed {seed})"
         if self.settings.on_error == "raise":
             raise PluginError(
                 f"{where}: {self.env_class.__name__}.{failure.method} {failure.problem} (env.on_error: end ends such an "
@@ -163,11 +173,8 @@ class Runner:
             ) from failure.__cause__
         ctx.warn("environment_errors")
         if seat is not None:
-            self._penalise(play, seat)
+            self._reward(play.seats[seat], self.settings.penalty)
         play.end = "error"
-
-    def _penalise(self, play: _Play, seat: int) -> None:
-        self._reward(play.seats[seat], self.settings.penalty)
 
     @staticmethod
     def _reward(seat: _Seat, value: float) -> None:
@@ -218,8 +225,8 @@ class Runner:
         for batch in (fresh, continued):
             if not batch:
                 continue
-            used = [0 if b[0].seats[b[1]].trajectory is None else len(b[0].seats[b[1]].trajectory.completion_ids) for b in batch]
-            room = [self.settings.max_tokens - u for u in used]
+            trajectories = [play.seats[seat].trajectory for play, seat, _ in batch]
+            room = [self.settings.max_tokens - (0 if t is None else len(t.completion_ids)) for t in trajectories]
             generations = ctx.generate([c for _, _, c in batch], model=model,
                                        max_new_tokens=min(self.settings.turn_tokens, max(room)))
             for (play, seat, _), g, left in zip(batch, generations, room):
@@ -293,7 +300,7 @@ class Runner:
                 f"env: step {ctx.step}, row {play.seats[seat].row} (episode {play.index}, seat {seat}): no action in "
                 f"the turn {text!r} under env.actions '{self.grammar}' (env.on_unparsed: end or feedback go on)"
             )
-        self._penalise(play, seat)
+        self._reward(play.seats[seat], self.settings.penalty)
         if self.settings.on_unparsed == "end":
             play.end = "unparsed"
         else:
@@ -342,5 +349,9 @@ def replay(settings: EnvSettings, row: dict, seed: int, moves: list) -> list[Out
     episode.reset(row)
     outcomes = []
     for _, move in moves:
-        outcomes.append(episode.step(move) if isinstance(move, str) else episode.call(ToolCall(move[0], tuple(move[1]), move[2])))
+        if isinstance(move, str):
+            outcomes.append(episode.step(move))
+        else:
+            name, args, kwargs = move
+            outcomes.append(episode.call(ToolCall(name, tuple(args), kwargs)))
     return outcomes
