@@ -65,13 +65,13 @@ def test_seat_rewards_and_turn_rewards_follow_the_game():
 
 def test_turn_examples_are_each_action_after_its_exact_context_with_eos():
     players, samples = tictactoe()
+    contexts = [c for model, cs in players.asked for c in cs if c.startswith("play\n123")]  # what seat 0 was asked
+    examples = turn_examples(samples.prompt_ids[0], samples.completion_ids[0], samples.columns["segments"][0], EOS)
+    assert [players.tokenizer.decode(a) for _, a in examples] == ["move: 1\t", "move: 2\t", "move: 3\t"]
+    assert [players.tokenizer.decode(c) for c, _ in examples] == contexts
     seen = ["X23\nO56\n789\nyou: X", "XX3\nOO6\n789\nyou: X", None]
     layout = episode_layout(players.tokenizer, samples.prompt_ids[0], list(zip(["move: 1", "move: 2", "move: 3"], seen)), EOS)
-    examples = turn_examples(layout, EOS)
-    assert [players.tokenizer.decode(a) for _, a in examples] == ["move: 1\t", "move: 2\t", "move: 3\t"]
-    # the runner sampled each action from exactly that context
-    contexts = [c for model, cs in players.asked for c in cs if c.startswith("play\n123")]
-    assert [players.tokenizer.decode(c) for c, _ in examples] == contexts
+    assert turn_examples(layout.prompt_ids, *layout.packed()[::2], EOS) == examples
 
 
 def test_turn_cap_ends_episodes_that_never_end():

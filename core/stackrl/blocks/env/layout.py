@@ -8,15 +8,16 @@ and TRL's padding and completion mask stay right where pad is eos. An observatio
 is cut to its first tokens.
 
 A script that teaches a model to play (imitating random legal moves) lays its episodes out with
-:func:`episode_layout` and trains each action after the exact tokens before it with :func:`turn_examples`, the
-action followed by its end-of-sequence token: what the runner's ``ctx.generate`` continues and stops on.
+:func:`episode_layout`, or plays them through the runner itself with a scripted policy (rows exactly as training
+will see them), and trains each action after the exact tokens before it with :func:`turn_examples`, the action
+followed by its end-of-sequence token: what the runner's ``ctx.generate`` continues and stops on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackrl.blocks.turns import Trajectory
+from stackrl.blocks.turns import Segment, Trajectory
 
 ACTION = "action"  # the kind of the runner's generated segments
 
@@ -62,13 +63,15 @@ def episode_layout(
     return trajectory
 
 
-def turn_examples(trajectory: Trajectory, eos_token_id: int) -> list[tuple[list[int], list[int]]]:
-    """(context, action and end-of-sequence) token pairs, one per action of a row, for imitation training."""
-    ids, _, segments = trajectory.packed()
+def turn_examples(
+    prompt_ids: Sequence[int], completion_ids: Sequence[int], segments: Sequence[Segment], eos_token_id: int
+) -> list[tuple[list[int], list[int]]]:
+    """(context, action and end-of-sequence) token pairs, one per action of a row, for imitation training: a
+    rollout row's (its prompt ids, completion ids and ``segments`` column) or ``episode_layout(...).packed()``'s."""
     pairs = []
     for segment in segments:
-        action = ids[segment.start : segment.end]
+        action = list(completion_ids[segment.start : segment.end])
         if not action or action[-1] != eos_token_id:
-            action = action + [eos_token_id]
-        pairs.append((trajectory.prompt_ids + ids[: segment.start], action))
+            action.append(eos_token_id)
+        pairs.append((list(prompt_ids) + list(completion_ids[: segment.start]), action))
     return pairs
