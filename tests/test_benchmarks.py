@@ -105,3 +105,11 @@ def test_a_checkout_is_usable_uninstalled_through_the_metadata_an_installer_woul
     assert [(ep.group, ep.name, ep.value) for ep in found["stackrl-covo"].entry_points] == [
         ("stackrl.plugins", "covo", "stackrl_covo:CoVo")
     ]
+
+
+def test_env_runner_prints_its_overhead_against_generation(tiny_model_dir, capsys):
+    load_script(BENCHMARKS / "env_runner.py").main(
+        ["--model", str(tiny_model_dir), "--steps", "1", "--rows", "8", "--threads", str(torch.get_num_threads())])
+    output = capsys.readouterr().out
+    assert figure(output, "env_overhead_ratio") > 0
+    assert re.search(r"^rollouts [\d.]+ s, generation [\d.]+ s in \d+ calls, \d+ turns played", output, re.MULTILINE), output

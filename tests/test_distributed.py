@@ -103,6 +103,29 @@ def _runs(model_dir, out: Path) -> dict[str, dict]:
                 },
             },
         },
+        # Episodes in an environment (stackrl.blocks.env): every turn one ctx.generate over the rows still playing,
+        # split over the processes, the episodes seeded from the step and the group, each process with its own
+        # environment instances. (Not compared with one process: the bandit's text is foreign to the built-in model,
+        # whose greedy near-ties then flip with how a turn's rows are batched and padded.)
+        "env": {
+            "name": "env",
+            "plugins": ["env", "group_rank"],
+            "sections": {
+                "model": {"name_or_path": "stackrl/arith-tiny"},
+                "rewards": {"exact_match": None},
+                "output_dir": str(out / "env" / "run"),
+                "env": {"environment": "bandit", "kwargs": {"arms": 3, "pulls": 3}, "actions": r"(\d)",
+                        "turn_tokens": 4, "max_tokens": 40, "observation_tokens": 6, "on_unparsed": "feedback",
+                        "unparsed_feedback": "?"},
+                "trainer": {
+                    "per_device_train_batch_size": PER_DEVICE,
+                    "num_generations": GROUP,
+                    "max_steps": STEPS,
+                    "max_completion_length": 40,
+                    "generation_kwargs": {"do_sample": False},
+                },
+            },
+        },
         # Multi-turn trajectories (stackrl.blocks.turns) sampled turn by turn through ctx.generate from token ids,
         # split over the processes: score's two attempts and pag's answer, check and revision. Greedy, so the rollout
         # and the rewards must be those of one process.
@@ -343,6 +366,19 @@ def test_multi_turn_rollouts_on_two_processes_are_rewarded_as_on_one(launched, t
         assert got["prompts"] == want["prompts"] and got["completion_ids"] == want["completion_ids"]
     rewards = [call for call in reference["plugin_rewards"] if call["plugin"] == name]
     assert len(rewards) == STEPS and ranks[0]["plugin_rewards"] == ranks[1]["plugin_rewards"] == reference["plugin_rewards"]
+
+
+def test_environment_episodes_on_two_processes_are_the_same_on_both(launched, worker):
+    """Each process runs its own environment instances: both play the same episodes (every turn's generation split
+    over them) and compute the same returns, turn by turn, without a deadlock."""
+    runs, out = launched
+    ranks = worker.reports(out, "env")
+    assert ranks[0]["reward_calls"] == ranks[1]["reward_calls"] and len(ranks[0]["reward_calls"]) == STEPS
+    returns = [call for call in ranks[0]["plugin_rewards"] if call["plugin"] == "env"]
+    assert len(returns) == STEPS and ranks[0]["plugin_rewards"] == ranks[1]["plugin_rewards"]
+    assert any(r for call in returns for r in call["result"]), "no episode earned a reward: the check is void"
+    turn_tokens = runs["env"]["sections"]["env"]["turn_tokens"]
+    assert max(len(ids) for call in ranks[0]["reward_calls"] for ids in call["completion_ids"]) > 2 * turn_tokens
 
 
 def test_policy_operations_on_two_processes_match_one_process(launched, tiny_model_dir, tmp_path, worker):

@@ -48,3 +48,54 @@ class ScriptedPolicy:
     def generate(self, prompts, model="policy", caller=None, **sampling):
         self.asked.append((list(prompts), sampling))
         return [Generation([1], [2], next(self.replies[p])) for p in prompts]
+
+
+class CharTokenizer:
+    """One character a token (its code point), for scripted multi-turn tests; ``9`` is the end-of-sequence token."""
+
+    eos_token_id = 9
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids if not (skip_special_tokens and i == self.eos_token_id))
+
+
+class ScriptedPlayers:
+    """A policy for environment-runner tests: ``play(model, context_text)`` writes each reply (the sampled model's
+    name and the whole context it continues as text), one character a token, end-of-sequence ``9`` after it, cut to
+    ``max_new_tokens``. ``asked`` keeps each ``generate`` call's model and contexts; :meth:`context` is a real
+    sample-stage context over it, whose logs land in ``logged``."""
+
+    eos_token_ids = [CharTokenizer.eos_token_id]
+    sampling_temperature = 1.0
+
+    def __init__(self, play):
+        self.play = play
+        self.tokenizer = CharTokenizer()
+        self.asked: list[tuple[str, list[str]]] = []
+        self.logged: dict[str, float] = {}
+
+    def generate(self, prompts, model="policy", caller=None, **sampling):
+        contexts = [p if isinstance(p, str) else self.tokenizer.decode(p) for p in prompts]
+        self.asked.append((model, contexts))
+        out = []
+        for text in contexts:
+            ids = self.tokenizer(self.play(model, text))["input_ids"] + self.eos_token_ids
+            ids = ids[: sampling.get("max_new_tokens", len(ids))]
+            out.append(Generation(self.tokenizer(text)["input_ids"], ids, self.tokenizer.decode(ids, True)))
+        return out
+
+    def snapshot(self, name: str):
+        """Every snapshot the runner asks for exists: the scripted replies stand for each model."""
+        return name
+
+    def context(self, *, group_size: int, columns: dict | None = None, step: int = 0):
+        from stackrl.context import SampleContext
+
+        def log(name, value):
+            self.logged[name] = self.logged.get(name, 0.0) + value
+
+        return SampleContext(step=step, tokenizer=self.tokenizer, policy=self, _log=log, _plugin="env",
+                             rollout_columns=dict(columns or {}), group_size=group_size)
