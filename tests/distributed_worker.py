@@ -154,6 +154,7 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
         "seen_in_loss": plugins["injected_turn"].seen_in_loss if "injected_turn" in plugins else None,
         "pool_drawn": plugins["pool_steer"].drawn if "pool_steer" in plugins else None,
+        "replayed": plugins["snapshot_replay"].seen if "snapshot_replay" in plugins else None,
         "pool": None if trainer.pool is None else {
             k: v for k, v in trainer.pool.state_dict().items() if k != "generator"
         },
