@@ -23,7 +23,9 @@ from stackrl.testing.fixtures import StopAt, train_steps
 C = 1.0  # low enough that the policy's first update pushes some tokens' ratio past it
 TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "learning_rate": 1e-2, "max_steps": 2,
            "save_strategy": "steps", "save_steps": 1}
-PLUGINS = ["snapshot_replay", "digit_reward"]
+# experience_keeper keeps each group's best row in an experience library: its state lives through the same resume
+# and two processes.
+PLUGINS = ["snapshot_replay", "digit_reward", "experience_keeper"]
 
 
 def test_weights_per_token_and_per_sequence_by_hand():
@@ -123,6 +125,14 @@ def test_a_resumed_run_gives_the_same_weights(straight):
     assert got.seen[2] == want.seen[2]
 
 
+def test_a_resumed_run_keeps_the_same_experience_library(straight):
+    runs, _ = straight
+    want, got = (runs[name].plugins.plugins["experience_keeper"].summary() for name in ("straight", "resumed"))
+    assert got == want
+    assert len(want["records"]) == 4, "the library never filled: its eviction went untested"
+    assert any(want["found"]), "no step retrieved anything: retrieval went untested"
+
+
 def test_a_run_without_behaviour_log_probs_is_unchanged(make_config, hook_recorder):
     """A generate_rollout that gives no behaviour log-probs: no weights, no scoring pass, nothing logged."""
     trainer = train_steps(make_config(["greedy_rollout"], trainer={"max_steps": 1}))
@@ -130,7 +140,7 @@ def test_a_run_without_behaviour_log_probs_is_unchanged(make_config, hook_record
     assert not any("importance/ratio_mean" in row for row in trainer.state.log_history)
 
 
-def test_two_processes_give_the_weights_one_computes_by_hand(tiny_model_dir, tmp_path, worker):
+def test_two_processes_give_the_weights_one_computes_by_hand_and_keep_one_library(tiny_model_dir, tmp_path, worker):
     out = tmp_path / "two"
     run = {"name": "replay", "plugins": PLUGINS, "sections": {
         "output_dir": str(out / "replay" / "run"), "importance": {"truncation": C},
@@ -140,6 +150,7 @@ def test_two_processes_give_the_weights_one_computes_by_hand(tiny_model_dir, tmp
     ranks = worker.reports(out, "replay")
     assert ranks[0]["replayed"] == ranks[1]["replayed"]
     assert ranks[0]["param_hash"] == ranks[1]["param_hash"]
+    assert ranks[0]["experience"] == ranks[1]["experience"] and ranks[0]["experience"]["records"]
     assert _check_by_hand(ranks[0]["replayed"], out / "replay" / "run", tiny_model_dir)
 
 

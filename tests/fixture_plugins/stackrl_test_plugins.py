@@ -8,6 +8,7 @@ import torch
 from omegaconf import MISSING
 
 from stackrl import Plugin, Samples, hookimpl
+from stackrl.blocks.experience import Experience, ExperienceLibrary, ExperienceSettings
 from stackrl.blocks.roles import assign_roles, rows_of_groups
 from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES
 
@@ -549,3 +550,45 @@ class SnapshotReplay(Plugin):
     @hookimpl
     def load_state_dict(self, state):
         self.taken = state["taken"]
+
+
+@dataclass
+class ExperienceKeeperConfig:
+    experience: ExperienceSettings = field(
+        default_factory=lambda: ExperienceSettings(capacity=4, per_prompt=2, eviction="lowest_utility", indexed="completion")
+    )
+
+
+class ExperienceKeeper(Plugin):
+    """Keeps each group's row of highest total reward in an experience library after every step (its reward as its
+    utility), and retrieves the records closest to the step's first completion: library state to checkpoint."""
+
+    Config = ExperienceKeeperConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.library = ExperienceLibrary(self.config.experience, "experience_keeper")
+        self.found = []  # per step: the keys and scores retrieved
+
+    @hookimpl
+    def post_step(self, ctx):
+        rollout = ctx.rollout
+        total = sum(values.nan_to_num() for values in rollout.rewards.values())
+        rows = [int(group * rollout.group_size + total.view(-1, rollout.group_size)[group].argmax())
+                for group in range(rollout.num_groups)]
+        for row in rows:
+            self.library.add(Experience.of_row(rollout, row, ctx.step, utility=float(total[row])))
+        self.found.append([[r.key, score] for r, score in self.library.search(rollout.completions[0], k=3)])
+
+    @hookimpl
+    def state_dict(self):
+        return {"library": self.library.state_dict(), "found": self.found}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.library.load_state_dict(state["library"])
+        self.found = state["found"]
+
+    def summary(self) -> dict:
+        return {"records": [[r.key, r.prompt_ids, r.completion_ids, r.rewards, r.utility] for r in self.library],
+                "found": self.found}
