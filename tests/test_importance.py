@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from stackrl.errors import ConfigError
-from stackrl.importance import importance_weights, weighted
+from stackrl.errors import ConfigError, PluginError
+from stackrl.importance import checked_behaviour_logprobs, importance_weights, weighted
 from stackrl.testing.fixtures import StopAt, train_steps
 
 C = 1.0  # low enough that the policy's first update pushes some tokens' ratio past it
@@ -43,6 +43,20 @@ def test_weights_per_token_and_per_sequence_by_hand():
     assert torch.allclose(weights, torch.tensor([0.5, math.exp(-0.8)]))
     assert weighted(torch.tensor([2.0, -1.0]), torch.tensor([[0.5, 1.0], [1.0, 0.25]])).tolist() == [[1.0, 2.0], [-1.0, -0.25]]
     assert weighted(torch.tensor([[2.0, 4.0]]), torch.tensor([0.5])).tolist() == [[1.0, 2.0]]
+
+
+def test_behaviour_log_probs_are_checked_against_the_completions():
+    where = "plugin 'replay' hook 'generate_rollout' at step 3"
+    assert checked_behaviour_logprobs(where, [None, [-0.5, 0]], [[1], [2, 3]]) == [None, [-0.5, 0.0]]
+    assert checked_behaviour_logprobs(where, [None, None], [[1], [2]]) is None  # no row marked: nothing to weigh
+    with pytest.raises(PluginError, match="returned 1 behaviour_logprobs rows; expected 2"):
+        checked_behaviour_logprobs(where, [None], [[1], [2]])
+    with pytest.raises(PluginError, match="2 behaviour log-probs for row 1, whose completion has 3 tokens"):
+        checked_behaviour_logprobs(where, [None, [-1.0, -1.0]], [[1], [2, 3, 4]])
+    with pytest.raises(PluginError, match=r"at step 3 returned behaviour log-prob 0.5 for row 0"):
+        checked_behaviour_logprobs(where, [[0.5]], [[1]])  # a probability given for a log-prob
+    with pytest.raises(PluginError, match="behaviour log-prob nan for row 0"):
+        checked_behaviour_logprobs(where, [[math.nan]], [[1]])
 
 
 def _logprobs(model, prompt_ids, completion_ids) -> torch.Tensor:
@@ -131,6 +145,19 @@ def test_a_resumed_run_keeps_the_same_experience_library(straight):
     assert got == want
     assert len(want["records"]) == 4, "the library never filled: its eviction went untested"
     assert any(want["found"]), "no step retrieved anything: retrieval went untested"
+
+
+def test_sequence_level_gives_one_weight_per_row(make_config):
+    """At the first step the snapshot is the policy: each replayed row's weight is 1 up to rounding, a fresh row's
+    exactly 1, and the advantages stay one per row."""
+    trainer = train_steps(make_config(["snapshot_replay", "digit_reward"], importance={"level": "sequence"},
+                                      trainer={**TRAINER, "max_steps": 1, "save_strategy": "no"}))
+    view = trainer.plugins.plugins["snapshot_replay"].seen[0]
+    weights = torch.tensor(view["weights"])
+    assert weights.shape == (8,)
+    fresh = torch.tensor([b is None for b in view["behaviour"]])
+    assert torch.equal(weights[fresh], torch.ones(6)) and torch.allclose(weights[~fresh], torch.ones(2), atol=1e-4)
+    assert trainer._rollouts["train"].advantages.shape == (8,)
 
 
 def test_a_run_without_behaviour_log_probs_is_unchanged(make_config, hook_recorder):
