@@ -9,7 +9,8 @@ reward      ``_calculate_rewards``: every component (built-in outcome rewards, t
             the whole gathered batch; TRL receives one reward function per component that reads its slice, so
             TRL's weighting, NaN handling and logging stay its own
 advantage   ``_generate_and_score_completions``: TRL's GRPO advantages, gathered, then the estimator and the
-            reshapers; the local slice goes back, per sample or per token; the plugins' clip range is kept
+            reshapers, then the importance weights of rows another policy wrote (:mod:`stackrl.importance`);
+            the local slice goes back, per sample or per token; the plugins' clip range is kept
 distill     ``_compute_loss``: TRL's loss (under the rows' clip range, where a plugin set one) plus the weighted
             loss terms, scaled for accumulation as TRL's is
 post-step   a callback: ``post_step``, ``train_begin``, ``train_end``; plugin state rides in checkpoints
