@@ -127,6 +127,7 @@ class ExperienceLibrary:
         self._serial = 0  # records ever added: each new record's place in the order, and a fresh key's suffix
         self._order: dict[str, int] = {}
         self._tokens: dict[str, list[str]] = {}  # each record's indexed text, as retrieval tokenizes it
+        self._by_prompt: dict[tuple[int, ...], dict[str, None]] = {}  # each prompt's record keys, oldest first
         self._bm25 = None  # the BM25 index of the records in order, rebuilt after a change
 
     def __len__(self) -> int:
@@ -150,14 +151,11 @@ class ExperienceLibrary:
         if not record.key:
             record.key = f"{record.step}:{self._serial}"
         self._drop(record.key)
-        self._records[record.key] = record
-        self._order[record.key] = self._serial
+        self._keep(record, self._serial)
         self._serial += 1
-        self._tokens[record.key] = rouge_tokens(getattr(record, self.settings.indexed))
-        self._bm25 = None
         evicted = []
         if self.settings.per_prompt:
-            same = [r for r in self._records.values() if r.prompt_key == record.prompt_key]
+            same = self.of_prompt(record.prompt_ids)
             while len(same) > self.settings.per_prompt:
                 evicted.append(self._evict(same))
                 same.remove(evicted[-1])
@@ -186,17 +184,26 @@ class ExperienceLibrary:
         self._drop(victim.key)
         return victim
 
+    def _keep(self, record: Experience, order: int) -> None:
+        self._records[record.key] = record
+        self._order[record.key] = order
+        self._tokens[record.key] = rouge_tokens(getattr(record, self.settings.indexed))
+        self._by_prompt.setdefault(record.prompt_key, {})[record.key] = None
+        self._bm25 = None
+
     def _drop(self, key: str) -> None:
         if key in self._records:
-            del self._records[key], self._order[key], self._tokens[key]
+            prompt = self._records[key].prompt_key
+            del self._records[key], self._order[key], self._tokens[key], self._by_prompt[prompt][key]
+            if not self._by_prompt[prompt]:
+                del self._by_prompt[prompt]
             self._bm25 = None
 
     # -- finding ----------------------------------------------------------------------------------------------------
 
     def of_prompt(self, prompt_ids: Sequence[int]) -> list[Experience]:
         """The records of one prompt (by its token ids), oldest first."""
-        key = tuple(prompt_ids)
-        return [r for r in self._records.values() if r.prompt_key == key]
+        return [self._records[key] for key in self._by_prompt.get(tuple(prompt_ids), ())]
 
     def search(self, query: str, k: int, *, tags: Sequence[str] = ()) -> list[tuple[Experience, float]]:
         """The ``k`` records whose indexed text is closest to ``query`` (ROUGE-L F or BM25 score), best first, each
@@ -259,7 +266,7 @@ class ExperienceLibrary:
                 f"stackrl reads version {STATE_VERSION}"
             )
         tokens, logprobs = state["tokens"].tolist(), state["logprobs"].tolist()
-        self._records, self._order, self._tokens, self._bm25 = {}, {}, {}, None
+        self._records, self._order, self._tokens, self._by_prompt, self._bm25 = {}, {}, {}, {}, None
         at = lp_at = 0
         for key, order, n_prompt, n_completion, n_logprobs, completion, prompt, rewards, step, tags, artefact, \
                 utility in state["records"]:
@@ -272,9 +279,7 @@ class ExperienceLibrary:
             )
             at += n_prompt + n_completion
             lp_at += max(n_logprobs, 0)
-            self._records[key] = record
-            self._order[key] = order
-            self._tokens[key] = rouge_tokens(getattr(record, self.settings.indexed))
+            self._keep(record, order)
         self._serial = state["serial"]
         while len(self._records) > self.settings.capacity:  # a resumed run may keep fewer
             self._evict(list(self._records.values()))
