@@ -50,6 +50,9 @@ def test_lowest_utility_is_evicted_first_ties_the_oldest():
         lib.set_utility("zz", 1.0)
     with pytest.raises(PluginError, match="not finite"):
         lib.set_utility("c", math.nan)
+    with pytest.raises(PluginError, match="method: utility inf of experience record 'f' is not finite"):
+        lib.add(record(key="f", utility=math.inf))
+    assert "f" not in lib
 
 
 def test_per_prompt_limit_evicts_that_prompts_own_record():

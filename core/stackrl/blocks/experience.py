@@ -150,6 +150,7 @@ class ExperienceLibrary:
         ``per_prompt`` and ``capacity``."""
         if not record.key:
             record.key = f"{record.step}:{self._serial}"
+        self._check_utility(record.key, record.utility)
         self._drop(record.key)
         self._keep(record, self._serial)
         self._serial += 1
@@ -172,9 +173,12 @@ class ExperienceLibrary:
         """A record's new utility (what ``eviction: lowest_utility`` evicts by)."""
         if key not in self._records:
             raise PluginError(f"{self.section}: no experience record '{key}' to set the utility of")
+        self._check_utility(key, utility)
+        self._records[key].utility = float(utility)
+
+    def _check_utility(self, key: str, utility: float) -> None:
         if not math.isfinite(utility):
             raise PluginError(f"{self.section}: utility {utility} of experience record '{key}' is not finite")
-        self._records[key].utility = float(utility)
 
     def _evict(self, candidates: list[Experience]) -> Experience:
         if self.settings.eviction == "lowest_utility":
