@@ -104,16 +104,16 @@ def _check_by_hand(seen: dict, run_dir, model_dir, in_loss=None) -> int:
 
 @pytest.fixture(scope="module")
 def straight(tiny_model_dir, tmp_path_factory):
-    """Three steps straight, checkpointing each, and the same run stopped after two and resumed."""
+    """Two steps straight, checkpointing each, and the same run stopped after one and resumed."""
     from stackrl.testing.tiny import tiny_config
 
     folder = tmp_path_factory.mktemp("importance")
     runs = {}
     for name in ("straight", "resumed"):
         config = tiny_config(tiny_model_dir, PLUGINS, tmp_dir=folder / name, output_dir=str(folder / name / "run"),
-                             trainer={**TRAINER, "max_steps": 3}, importance={"truncation": C})
+                             trainer=TRAINER, importance={"truncation": C})
         if name == "resumed":
-            train_steps(config, callbacks=[StopAt(2)])
+            train_steps(config, callbacks=[StopAt(1)])
             runs[name] = train_steps(config, resume=True)
         else:
             runs[name] = train_steps(config)
@@ -123,27 +123,27 @@ def straight(tiny_model_dir, tmp_path_factory):
 def test_replayed_rows_get_the_truncated_ratio_and_fresh_rows_exactly_one(straight, tiny_model_dir):
     runs, folder = straight
     plugin = runs["straight"].plugins.plugins["snapshot_replay"]
-    assert sorted(plugin.seen) == [0, 1, 2]
+    assert sorted(plugin.seen) == [0, 1]
     past = _check_by_hand(plugin.seen, folder / "straight" / "run", tiny_model_dir, plugin.in_loss)
     assert past, "no replayed token's ratio passed the truncation: the check of truncation is void"
-    assert {step for step, _, _ in plugin.in_loss} == {0, 1, 2}
+    assert {step for step, _, _ in plugin.in_loss} == {0, 1}
     logged = [row for row in runs["straight"].state.log_history if "importance/ratio_mean" in row]
-    assert len(logged) == 3 and all(row["importance/rows"] == 2 for row in logged)
+    assert len(logged) == 2 and all(row["importance/rows"] == 2 for row in logged)
     assert 0 < logged[-1]["importance/clipped_share"] < 1
 
 
 def test_a_resumed_run_gives_the_same_weights(straight):
     runs, _ = straight
     want, got = runs["straight"].plugins.plugins["snapshot_replay"], runs["resumed"].plugins.plugins["snapshot_replay"]
-    assert list(got.seen) == [2], "the resumed run trains the third step only"
-    assert got.seen[2] == want.seen[2]
+    assert list(got.seen) == [1], "the resumed run trains the second step only"
+    assert got.seen[1] == want.seen[1]
 
 
 def test_a_resumed_run_keeps_the_same_experience_library(straight):
     runs, _ = straight
     want, got = (runs[name].plugins.plugins["experience_keeper"].summary() for name in ("straight", "resumed"))
     assert got == want
-    assert len(want["records"]) == 4, "the library never filled: its eviction went untested"
+    assert len(want["records"]) == 3, "the library never filled: its eviction went untested"
     assert any(want["found"]), "no step retrieved anything: retrieval went untested"
 
 

@@ -555,13 +555,13 @@ class SnapshotReplay(Plugin):
 @dataclass
 class ExperienceKeeperConfig:
     experience: ExperienceSettings = field(
-        default_factory=lambda: ExperienceSettings(capacity=4, per_prompt=2, eviction="lowest_utility", indexed="completion")
+        default_factory=lambda: ExperienceSettings(capacity=3, per_prompt=2, eviction="lowest_utility")
     )
 
 
 class ExperienceKeeper(Plugin):
     """Keeps each group's row of highest total reward in an experience library after every step (its reward as its
-    utility), and retrieves the records closest to the step's first completion: library state to checkpoint."""
+    utility), and retrieves the records whose prompt is closest to the step's first: library state to checkpoint."""
 
     Config = ExperienceKeeperConfig
 
@@ -578,7 +578,7 @@ class ExperienceKeeper(Plugin):
                 for group in range(rollout.num_groups)]
         for row in rows:
             self.library.add(Experience.of_row(rollout, row, ctx.step, utility=float(total[row])))
-        self.found.append([[r.key, score] for r, score in self.library.search(rollout.completions[0], k=3)])
+        self.found.append([[r.key, score] for r, score in self.library.search(rollout.prompts[0], k=3)])
 
     @hookimpl
     def state_dict(self):
