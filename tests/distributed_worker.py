@@ -9,7 +9,8 @@ plugin's problem writing, :func:`stackrl.testing.scripted.script_problems`). The
 the other in the same processes (one launch pays the interpreter and import start-up once). For each run, each rank
 writes ``<out>/<name>/rank<N>.json``: what ``group_rank`` saw (its ``seen`` list), every rollout its ``reward`` hook
 was called with (prompts, completion ids, built-in rewards, its result), the final parameter hash and the global
-step, the prompt pool's state (its generator left out); and ``<out>/<name>/rank<N>-trainable.pt``, the trainable
+step, the prompt pool's state (its generator left out), what ``snapshot_replay`` saw in the advantage stage and
+``experience_keeper``'s library; and ``<out>/<name>/rank<N>-trainable.pt``, the trainable
 parameters by name (a LoRA run's adapter).
 Without torchrun (no ``RANK`` in the environment) it runs as one process; the tests also call :func:`run_one`
 in-process for the single-process reference.
@@ -154,6 +155,8 @@ def run_one(model_dir: str, run: dict, out: str) -> dict:
         "steps_counted": plugins["step_counter"].steps if "step_counter" in plugins else None,
         "seen_in_loss": plugins["injected_turn"].seen_in_loss if "injected_turn" in plugins else None,
         "pool_drawn": plugins["pool_steer"].drawn if "pool_steer" in plugins else None,
+        "replayed": plugins["snapshot_replay"].seen if "snapshot_replay" in plugins else None,
+        "experience": plugins["experience_keeper"].summary() if "experience_keeper" in plugins else None,
         "pool": None if trainer.pool is None else {
             k: v for k, v in trainer.pool.state_dict().items() if k != "generator"
         },

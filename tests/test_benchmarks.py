@@ -46,6 +46,13 @@ def test_scaling_prints_the_cost_per_plugin_and_draws_its_plot(tmp_path, capsys)
     assert plot.stat().st_size > 0
 
 
+def test_replay_prints_the_cost_of_the_importance_weights_scoring_pass(capsys):
+    load_script(BENCHMARKS / "replay.py").main(short())
+    output = capsys.readouterr().out
+    assert figure(output, "replay_cost_ratio") > 0 and figure(output, "replay_all_cost_ratio") > 0
+    assert re.search(r"^ratio quarter/rollout  cpu: [\d.]+ +per-round ratios: median", output, re.MULTILINE), output
+
+
 def test_the_plugins_shared_main_prints_each_run_then_the_means_over_the_seeds(capsys):
     from stackrl.testing.benchmark import arguments, compare
 

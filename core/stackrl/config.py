@@ -91,6 +91,15 @@ class EvalSection:
 
 
 @dataclass
+class ImportanceSection:
+    """The truncated importance weights of rows another policy wrote (``Samples.behaviour_logprobs``):
+    ``min(truncation, pi_now / pi_behaviour)`` per completion token or per row (:mod:`stackrl.importance`)."""
+
+    truncation: float = 3.0  # c, the most a weight may be (TRL's vllm_importance_sampling_clip_max default)
+    level: str = "token"  # token | sequence
+
+
+@dataclass
 class StackConfig:
     """The root of a stackrl config. Each plugin's settings sit beside these keys, under the plugin's name."""
 
@@ -106,6 +115,7 @@ class StackConfig:
     log_samples: int = 2  # whole groups of each logged step's rollout written to samples.jsonl (0 = none)
     output_dir: str = "runs/stackrl"
     threads: Optional[int] = None  # torch threads of a CPU run; default: one per CPU the process may use
+    importance: ImportanceSection = field(default_factory=ImportanceSection)
 
 
 HOST_KEYS = tuple(f.name for f in dataclasses.fields(StackConfig))
@@ -435,5 +445,16 @@ def _check_vllm(config: LoadedConfig) -> None:
         )
 
 
+def _check_importance(config: LoadedConfig) -> None:
+    from stackrl.importance import LEVELS
+
+    importance = config.host.importance
+    if not importance.truncation > 0:
+        raise ConfigError(f"importance.truncation must be above 0 (the most an importance weight may be), not "
+                          f"{importance.truncation}")
+    if importance.level not in LEVELS:
+        raise ConfigError(f"importance.level must be one of {', '.join(LEVELS)}, not '{importance.level}'")
+
+
 # Rules that span keys, run on the merged config once types and names are checked; each is reported on its own.
-HOST_RULES = (_check_model, _check_vllm, _check_threads, _check_rewards, _check_eval, _check_skill)
+HOST_RULES = (_check_model, _check_vllm, _check_threads, _check_rewards, _check_eval, _check_skill, _check_importance)

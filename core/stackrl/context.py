@@ -53,6 +53,12 @@ class Rollout:
     loss_mask: list[list[int]] | None = None
     answer_column: str = "answer"
     answer_format: str = "auto"  # how the run's completions state their answer: stackrl.answers.Extractor's value
+    # Per row, the log-probs of its tokens under the policy that sampled it, or None for a row sampled now
+    # (Samples.behaviour_logprobs); None when no row has them.
+    behaviour_logprobs: list | None = None
+    # The truncated importance weight of each row (N,) or token (N, T) by which the host multiplies the
+    # advantages after the advantage hooks (stackrl.importance): 1 on rows sampled now; None without such rows.
+    importance_weights: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.completions)
@@ -110,6 +116,8 @@ class Rollout:
             loss_mask=None if self.loss_mask is None else [self.loss_mask[i] for i in rows],
             answer_column=self.answer_column,
             answer_format=self.answer_format,
+            behaviour_logprobs=None if self.behaviour_logprobs is None else [self.behaviour_logprobs[i] for i in rows],
+            importance_weights=None if self.importance_weights is None else self.importance_weights[rows],
         )
 
 
@@ -120,12 +128,19 @@ class Samples:
     ``columns`` are per-row values (one per prompt) merged into ``rollout.columns`` for every later stage;
     ``loss_mask`` has one 0/1 per completion token, 0 on text the plugin injected between turns, which then counts
     in neither the policy loss, its KL and entropy, nor its token normaliser.
+
+    ``behaviour_logprobs`` marks the rows another policy wrote (a stale rollout replayed, a snapshot's sample):
+    per row, the log-probs of its completion's tokens under the policy that sampled it, at the run's sampling
+    temperature (``ctx.score(..., model=..., temperature=ctx.sampling_temperature)``), or ``None`` for a row the
+    policy sampled now. The host multiplies those rows' advantages by the truncated importance weight
+    ``min(c, pi_now / pi_behaviour)`` (the ``importance`` config section; :mod:`stackrl.importance`).
     """
 
     completion_ids: list[list[int]]
     prompt_ids: list[list[int]] | None = None
     columns: dict[str, list] = field(default_factory=dict)
     loss_mask: list[list[int]] | None = None
+    behaviour_logprobs: list[list[float] | None] | None = None
 
 
 @dataclass

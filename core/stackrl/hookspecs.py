@@ -52,8 +52,9 @@ def generate_rollout(prompts, ctx):
     ``generate`` and ``score`` let the plugin sample and score with the current policy as often as it needs.
     May change: return a :class:`stackrl.Samples` with one completion per prompt, in order; ``prompt_ids`` may
     name the prompt each completion is trained on, ``columns`` add per-row values (such as each row's ``role``)
-    to ``rollout.columns``, and ``loss_mask`` keeps injected text out of the policy loss. Returning ``None`` lets
-    the host generate as usual.
+    to ``rollout.columns``, and ``loss_mask`` keeps injected text out of the policy loss; ``behaviour_logprobs``
+    marks rows another policy wrote, whose advantages the host weights by the truncated importance ratio
+    (:mod:`stackrl.importance`). Returning ``None`` lets the host generate as usual.
 
     Example::
 

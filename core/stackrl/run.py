@@ -335,6 +335,8 @@ def build_trainer(
         log_samples=host.log_samples,
         truth_metric=host.eval.metric,
         prompt_format=functools.partial(format_prompt, host.data),
+        importance_truncation=host.importance.truncation,
+        importance_level=host.importance.level,
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )

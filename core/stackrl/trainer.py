@@ -9,7 +9,8 @@ reward      ``_calculate_rewards``: every component (built-in outcome rewards, t
             the whole gathered batch; TRL receives one reward function per component that reads its slice, so
             TRL's weighting, NaN handling and logging stay its own
 advantage   ``_generate_and_score_completions``: TRL's GRPO advantages, gathered, then the estimator and the
-            reshapers; the local slice goes back, per sample or per token; the plugins' clip range is kept
+            reshapers, then the importance weights of rows another policy wrote (:mod:`stackrl.importance`);
+            the local slice goes back, per sample or per token; the plugins' clip range is kept
 distill     ``_compute_loss``: TRL's loss (under the rows' clip range, where a plugin set one) plus the weighted
             loss terms, scaled for accumulation as TRL's is
 post-step   a callback: ``post_step``, ``train_begin``, ``train_end``; plugin state rides in checkpoints
@@ -51,6 +52,7 @@ from stackrl.context import (
     StepContext,
 )
 from stackrl.errors import ConfigError, PluginError, StackrlError
+from stackrl.importance import checked_behaviour_logprobs, rollout_weights, weighted
 from stackrl.manager import STAGES, PluginManager
 from stackrl.policy import PolicyAccess, snapshots_of
 from stackrl.policy_ops import PHASE_PREFIX, supervised_phase
@@ -161,7 +163,9 @@ class StackTrainer(GRPOTrainer):
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
     outcome reward ``truth_metric``. ``prompt_format`` makes a prompt from a row's columns as the training data's
-    were made (``ctx.pool.format_row``, for rows plugins write).
+    were made (``ctx.pool.format_row``, for rows plugins write). Rows a ``generate_rollout`` plugin gives with
+    behaviour log-probs have their advantages weighted by ``min(importance_truncation, pi_now / pi_behaviour)``
+    per token or per row (``importance_level``; :mod:`stackrl.importance`).
     """
 
     def __init__(
@@ -177,6 +181,8 @@ class StackTrainer(GRPOTrainer):
         log_samples: int = 0,
         truth_metric: str = "exact_match",
         prompt_format: Callable[[dict], Any] | None = None,
+        importance_truncation: float = 3.0,
+        importance_level: str = "token",
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -189,6 +195,7 @@ class StackTrainer(GRPOTrainer):
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
         self._truth_metric = truth_metric
+        self._importance = (importance_truncation, importance_level)
         self._samples_logged_at: int | None = None
         self._loss_weights = loss_weights_by_name(loss_weights, plugins.implementers("loss_term"))
         components = reward_components(self._outcome_rewards, plugins)
@@ -207,6 +214,7 @@ class StackTrainer(GRPOTrainer):
         self._local_prompt_ids: list[list[int]] = []
         self._added_columns: dict[str, list] = {}  # what generate_rollout returned for the whole batch
         self._added_loss_mask: list[list[int]] | None = None
+        self._added_behaviour: list | None = None  # Samples.behaviour_logprobs of the whole batch
         self._pending_rows: list[dict] = []
         self._rollout_pool_ids: list[int | None] = []  # the pool id of each row of the last rollout, read off its gather
         self._sample_ctx: SampleContext | None = None
@@ -358,8 +366,11 @@ class StackTrainer(GRPOTrainer):
         n_local = output["prompt_ids"].size(0)
         local = self._local_slice(n_local)
         output[ROW_INDEX] = torch.arange(local.start, local.stop, device=output["prompt_ids"].device)
-        self._rollouts[self._mode].advantages = self.accelerator.gather(output["advantages"]).cpu()
-        if any(self.plugins.has(hook) for hook in STAGES["advantage"]):
+        rollout = self._rollouts[self._mode]
+        rollout.advantages = self.accelerator.gather(output["advantages"]).cpu()
+        if rollout.behaviour_logprobs is not None:
+            rollout.importance_weights = self._importance_weights(rollout)
+        if rollout.importance_weights is not None or any(self.plugins.has(hook) for hook in STAGES["advantage"]):
             output["advantages"] = self._advantage_stage(output, local)
         excluded = self._rollouts[self._mode].excluded  # the same on every process: hooks see the whole batch
         if excluded:
@@ -419,7 +430,7 @@ class StackTrainer(GRPOTrainer):
         output["num_items_in_batch"] = self.accelerator.gather((output["completion_mask"] * loss_mask).sum()).sum()
 
     def _generate(self, prompts):
-        self._added_columns, self._added_loss_mask = {}, None
+        self._added_columns, self._added_loss_mask, self._added_behaviour = {}, None, None
         if self.plugins.has("transform_prompts") or self.plugins.has("generate_rollout"):
             ctx = self._context(
                 SampleContext,
@@ -472,6 +483,8 @@ class StackTrainer(GRPOTrainer):
         if samples.loss_mask is not None:
             self._added_loss_mask = self._checked_loss_mask(where, samples.loss_mask, samples.completion_ids)
             output["env_mask"] = self._added_loss_mask[local]  # TRL's name for its loss-only tool_mask
+        if samples.behaviour_logprobs is not None:
+            self._added_behaviour = checked_behaviour_logprobs(where, samples.behaviour_logprobs, samples.completion_ids)
         return output
 
     def _checked_columns(self, where: str, columns: dict, n: int) -> dict[str, list]:
@@ -518,6 +531,7 @@ class StackTrainer(GRPOTrainer):
             loss_mask=self._added_loss_mask,
             answer_column=self._answer_column,
             answer_format=self._answer_format,
+            behaviour_logprobs=self._added_behaviour,
         )
         self._rollouts[self._mode] = rollout
         self._weigh_rewards(self.state.global_step)
@@ -619,6 +633,8 @@ class StackTrainer(GRPOTrainer):
             ctx=ctx,
             check=lambda plugin, adv: valid(plugin, "reshape_advantages", adv),
         )
+        if rollout.importance_weights is not None:
+            advantages = weighted(advantages, rollout.importance_weights)
         rollout.advantages = advantages
         if self.plugins.has("clip_range"):
             rollout.clip = self._plugin_clip(ctx, width)
@@ -627,6 +643,19 @@ class StackTrainer(GRPOTrainer):
             padded_width = output["completion_ids"].size(1)
             mine = torch.nn.functional.pad(mine, (0, max(0, padded_width - width)))[:, :padded_width]
         return mine.to(output["advantages"].device)
+
+    def _importance_weights(self, rollout: Rollout) -> torch.Tensor:
+        """The rows' truncated importance weights, from the current policy's scores of the rows that carry behaviour
+        log-probs (every process scores its share; all get the whole), their figures logged."""
+        truncation, level = self._importance
+        found = rollout_weights(
+            rollout.prompt_ids, rollout.completion_ids, rollout.behaviour_logprobs, rollout.loss_mask,
+            lambda prompts, completions: self._shared_policy.score(prompts, completions, temperature=self.temperature),
+            truncation, level,
+        )
+        for name, value in found.figures().items():
+            self._log_metric_now(name, value)
+        return found.weights
 
     def _plugin_clip(self, ctx: AdvantageContext, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The chained ``clip_range``; ``None`` while no plugin changed the config's range (TRL's loss as it is)."""

@@ -8,6 +8,7 @@ import torch
 from omegaconf import MISSING
 
 from stackrl import Plugin, Samples, hookimpl
+from stackrl.blocks.experience import Experience, ExperienceLibrary, ExperienceSettings
 from stackrl.blocks.roles import assign_roles, rows_of_groups
 from stackrl.rewards import ROLE_COLUMN, SOLUTION_ROLES
 
@@ -482,3 +483,112 @@ class RestartPhase(Plugin):
     @hookimpl
     def load_state_dict(self, state):
         self.prompt_ids, self.completion_ids = state["prompt_ids"], state["completion_ids"]
+
+
+@dataclass
+class SnapshotReplayConfig:
+    snapshot: str = "behaviour"  # taken of the policy when training begins, never moved
+    max_new_tokens: int = 8
+
+
+class SnapshotReplay(Plugin):
+    """Each group's last row sampled from a snapshot of the starting policy, with its behaviour log-probs; the other
+    rows sampled by the policy now. Records the advantages the advantage hooks saw and those the loss received."""
+
+    Config = SnapshotReplayConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.taken = False  # the snapshot, once taken, comes back from checkpoints (a resume keeps it)
+        self.seen = {}  # step -> what the advantage stage saw: rows, behaviour log-probs, GRPO's advantages, weights
+        self.in_loss = []  # per micro-batch row: (step, rollout row, advantages the loss received (T,))
+
+    @hookimpl
+    def train_begin(self, ctx):
+        if not self.taken:
+            ctx.update_snapshot(self.config.snapshot, checkpoint=True)
+            self.taken = True
+
+    @hookimpl
+    def generate_rollout(self, prompts, ctx):
+        size, sampling = ctx.group_size, {"max_new_tokens": self.config.max_new_tokens}
+        fresh = ctx.generate(prompts, **sampling)
+        stale_rows = list(range(size - 1, len(prompts), size))
+        stale = ctx.generate([prompts[i] for i in stale_rows], model=self.config.snapshot, **sampling)
+        scores = ctx.score([g.prompt_ids for g in stale], [g.completion_ids for g in stale],
+                           model=self.config.snapshot, temperature=ctx.sampling_temperature)
+        completions = [g.completion_ids for g in fresh]
+        behaviour = [None] * len(prompts)
+        for j, (row, generation) in enumerate(zip(stale_rows, stale)):
+            completions[row] = generation.completion_ids
+            behaviour[row] = scores.logprobs[j, : len(generation.completion_ids)].tolist()
+        return Samples(completion_ids=completions, behaviour_logprobs=behaviour,
+                       columns={"replay_row": list(range(len(prompts)))})
+
+    @hookimpl
+    def reshape_advantages(self, advantages, ctx):
+        rollout = ctx.rollout
+        self.seen[ctx.step] = {
+            "prompt_ids": rollout.prompt_ids,
+            "completion_ids": rollout.completion_ids,
+            "behaviour": rollout.behaviour_logprobs,
+            "advantages": advantages.tolist(),
+            "weights": rollout.importance_weights.tolist(),
+        }
+        return advantages
+
+    @hookimpl
+    def loss_term(self, ctx):
+        for i, row in enumerate(ctx.rollout.columns["replay_row"]):
+            self.in_loss.append((ctx.step, row, ctx.advantages[i].detach().cpu().tolist()))
+        return None
+
+    @hookimpl
+    def state_dict(self):
+        return {"taken": self.taken}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.taken = state["taken"]
+
+
+@dataclass
+class ExperienceKeeperConfig:
+    experience: ExperienceSettings = field(
+        default_factory=lambda: ExperienceSettings(capacity=3, per_prompt=2, eviction="lowest_utility")
+    )
+
+
+class ExperienceKeeper(Plugin):
+    """Keeps each group's row of highest total reward in an experience library after every step (its reward as its
+    utility), and retrieves the records whose prompt is closest to the step's first: library state to checkpoint."""
+
+    Config = ExperienceKeeperConfig
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.library = ExperienceLibrary(self.config.experience, "experience_keeper")
+        self.found = []  # per step: the keys and scores retrieved
+
+    @hookimpl
+    def post_step(self, ctx):
+        rollout = ctx.rollout
+        total = sum(values.nan_to_num() for values in rollout.rewards.values())
+        rows = [int(group * rollout.group_size + total.view(-1, rollout.group_size)[group].argmax())
+                for group in range(rollout.num_groups)]
+        for row in rows:
+            self.library.add(Experience.of_row(rollout, row, ctx.step, utility=float(total[row])))
+        self.found.append([[r.key, score] for r, score in self.library.search(rollout.prompts[0], k=3)])
+
+    @hookimpl
+    def state_dict(self):
+        return {"library": self.library.state_dict(), "found": self.found}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.library.load_state_dict(state["library"])
+        self.found = state["found"]
+
+    def summary(self) -> dict:
+        return {"records": [[r.key, r.prompt_ids, r.completion_ids, r.rewards, r.utility] for r in self.library],
+                "found": self.found}
