@@ -120,6 +120,7 @@ def run_facts(config: LoadedConfig, args: GRPOConfig, columns, components) -> Ru
         reference=args.beta > 0 or config.host.model.lora is not None,
         source=config.host.data.source,
         components=tuple(components),
+        sandbox=config.host.sandbox,
     )
 
 
@@ -335,6 +336,7 @@ def build_trainer(
         log_samples=host.log_samples,
         truth_metric=host.eval.metric,
         prompt_format=functools.partial(format_prompt, host.data),
+        sandbox=host.sandbox,
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )

@@ -57,6 +57,7 @@ from stackrl.policy_ops import PHASE_PREFIX, supervised_phase
 from stackrl.pool import POOL_ROW, POOL_STATE_FILE, Pool, added_file
 from stackrl.rewards import OUTCOME_REWARDS, ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
+from stackrl.sandbox_section import SandboxSection
 from stackrl.truth import TRUTH_COLUMN, truth_figures
 from stackrl.weights import reward_schedules
 
@@ -161,7 +162,8 @@ class StackTrainer(GRPOTrainer):
     rollout go to ``samples.jsonl`` in the output folder. Where the data hides its answers from hooks
     (``stackrl.truth.TRUTH_COLUMN``), every reward component is logged against them, each completion judged by the
     outcome reward ``truth_metric``. ``prompt_format`` makes a prompt from a row's columns as the training data's
-    were made (``ctx.pool.format_row``, for rows plugins write).
+    were made (``ctx.pool.format_row``, for rows plugins write). ``sandbox`` is the config's ``sandbox`` section,
+    handed to every context for the plugins that run programs.
     """
 
     def __init__(
@@ -177,6 +179,7 @@ class StackTrainer(GRPOTrainer):
         log_samples: int = 0,
         truth_metric: str = "exact_match",
         prompt_format: Callable[[dict], Any] | None = None,
+        sandbox: SandboxSection | None = None,
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -186,6 +189,7 @@ class StackTrainer(GRPOTrainer):
         self._answer_column = answer_column
         self._answer_format = answer_format
         self._prompt_format = prompt_format
+        self._sandbox = sandbox
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
         self._truth_metric = truth_metric
@@ -298,6 +302,7 @@ class StackTrainer(GRPOTrainer):
             policy=fields.pop("policy", self._shared_policy),
             _log=fields.pop("_log", self._log_metric_now),
             _acted=self._count_activity,
+            sandbox=self._sandbox,
             **fields,
         )
 

@@ -68,14 +68,9 @@ class Sandbox:
 
     @classmethod
     def of(cls, ctx: Any) -> Sandbox:
-        """The sandbox of the run ``ctx`` belongs to (its ``sandbox`` section; the defaults for a context without
-        one), made once per process and section."""
-        settings = getattr(ctx, "sandbox", None) or SandboxSection()
-        key = dataclasses.astuple(settings)
-        with _making:
-            if key not in _made:
-                _made[key] = cls(settings)
-            return _made[key]
+        """The sandbox of the run ``ctx`` belongs to (its ``sandbox`` section; the defaults for a context built
+        outside a run), made once per process and section."""
+        return shared(getattr(ctx, "sandbox", None))
 
     @property
     def isolated(self) -> bool:
@@ -117,6 +112,23 @@ class Sandbox:
         """``function(item)`` for each item on the pool (for work made of several runs, such as a program's tests),
         ``sandbox.workers`` at a time, results in order."""
         return list(self._pool.map(function, items))
+
+
+def shared(settings: SandboxSection | None) -> Sandbox:
+    """The process's sandbox for ``settings`` (``None``: the defaults), made on first use."""
+    settings = settings or SandboxSection()
+    key = dataclasses.astuple(settings)
+    with _making:
+        if key not in _made:
+            _made[key] = Sandbox(settings)
+        return _made[key]
+
+
+def check_isolation(settings: SandboxSection | None) -> Sandbox:
+    """For a plugin's ``check_run``: make the run's sandbox now (``run.sandbox``), so that a machine where no
+    isolation can be had refuses the run before anything loads, with the :class:`ConfigError` naming
+    ``sandbox.isolation``."""
+    return shared(settings)
 
 
 def _user(settings: SandboxSection) -> dict:
