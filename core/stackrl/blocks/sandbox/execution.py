@@ -9,7 +9,6 @@ reaped before the result is returned, and the folder is removed.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import selectors
@@ -80,11 +79,9 @@ def execute(
     files: dict[str, str | bytes] | None = None,
     argv: tuple[str, ...] = (),
     interpreter: list[str],
-    user: dict,
 ) -> ExecResult:
-    """Run the Python ``program`` once (see the module's docstring); ``user`` holds the ``subprocess`` arguments
-    that run it as the sandbox's user (empty: as the trainer's)."""
-    with launched(isolation, limits, program, files=files, argv=argv, interpreter=interpreter, user=user) as run:
+    """Run the Python ``program`` once with the ``interpreter`` command (see the module's docstring)."""
+    with launched(isolation, limits, program, files=files, argv=argv, interpreter=interpreter) as run:
         stdin = stdin.encode() if isinstance(stdin, str) else stdin
         out, err, ending = _exchange(run.process, stdin, run.started + limits.timeout_s, limits.max_output_bytes)
         return run.result(out, err, ending)
@@ -145,7 +142,6 @@ def launched(
     files: dict[str, str | bytes] | None = None,
     argv: tuple[str, ...] = (),
     interpreter: list[str],
-    user: dict,
     stderr: int = subprocess.PIPE,
 ) -> Iterator[Launch]:
     """Start ``program`` in a fresh folder with ``files``, under the bootstrap's limits; on leaving, whatever
@@ -154,16 +150,16 @@ def launched(
     report, handed = os.pipe()
     run = None
     try:
-        _write_files(folder, {**(files or {}), PROGRAM: program}, user)
+        _write_files(folder, {**(files or {}), PROGRAM: program}, isolation.user.uid)
         workdir = isolation.workdir(folder)
-        command = [*interpreter, "-c", BOOTSTRAP, json.dumps(_rlimits(limits, user, isolation)), str(handed),
+        command = [*interpreter, "-c", BOOTSTRAP, _rlimits(limits, isolation), str(handed),
                    f"{workdir}/{PROGRAM}", *argv]
         env = {"PATH": PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
         started = time.monotonic()
         process = subprocess.Popen(
             isolation.command(folder, command, env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            cwd=folder, env=env, start_new_session=True, pass_fds=(handed,), **user,
+            cwd=folder, env=env, start_new_session=True, pass_fds=(handed,),
         )
         run = Launch(process, report, started, isolation.isolated)
         os.close(handed)
@@ -178,7 +174,7 @@ def launched(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _write_files(folder: str, files: dict[str, str | bytes], user: dict) -> None:
+def _write_files(folder: str, files: dict[str, str | bytes], uid: int | None) -> None:
     """Write the run's files; a name that would leave the folder is refused."""
     for name, content in files.items():
         path = PurePosixPath(name)
@@ -187,33 +183,34 @@ def _write_files(folder: str, files: dict[str, str | bytes], user: dict) -> None
         target = Path(folder, *path.parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content.encode() if isinstance(content, str) else content)
-    if user:  # the trainer is root: the folder belongs to the user the program runs as
+    if uid is not None:  # the trainer is root: the folder belongs to the user the program runs as
         for root, dirs, names in os.walk(folder):
             for name in [root, *(os.path.join(root, n) for n in dirs + names)]:
-                os.chown(name, user["user"], user["group"])
+                os.chown(name, uid, uid)
 
 
-def _rlimits(limits: Limits, user: dict, isolation: Isolation) -> dict[str, list[int]]:
+def _rlimits(limits: Limits, isolation: Isolation) -> str:
+    """The bootstrap's ``LIMITS`` argument."""
     cpu = math.ceil(limits.cpu_s)
     megabyte = 1 << 20
-    return {
-        "RLIMIT_CPU": [cpu, cpu + 1],  # SIGXCPU at the limit, SIGKILL a second later
-        "RLIMIT_AS": [limits.memory_mb * megabyte] * 2,
-        "RLIMIT_FSIZE": [limits.max_file_mb * megabyte] * 2,
-        "RLIMIT_NOFILE": [limits.max_open_files] * 2,
-        "RLIMIT_CORE": [0, 0],
-        "RLIMIT_NPROC": [_process_limit(limits.max_processes, user, isolation)] * 2,
+    pairs = {
+        "CPU": (cpu, cpu + 1),  # SIGXCPU at the limit, SIGKILL a second later
+        "AS": (limits.memory_mb * megabyte,) * 2,
+        "FSIZE": (limits.max_file_mb * megabyte,) * 2,
+        "NOFILE": (limits.max_open_files,) * 2,
+        "CORE": (0, 0),
+        "NPROC": (_process_limit(limits.max_processes, isolation),) * 2,
     }
+    return ",".join(f"{name}={soft}:{hard}" for name, (soft, hard) in pairs.items())
 
 
-def _process_limit(max_processes: int, user: dict, isolation: Isolation) -> int:
+def _process_limit(max_processes: int, isolation: Isolation) -> int:
     """The kernel counts ``RLIMIT_NPROC`` per user and per user namespace: under isolation the run has a namespace
     of its own, so the limit is the run's; on the host, the user's processes already running count too (those of
     the sandbox's user, or of the trainer's when it is not root)."""
     if isolation.isolated:
         return max_processes
-    uid = user.get("user", os.getuid())
-    return max_processes + _tasks_of(uid)
+    return max_processes + _tasks_of(isolation.user.owner)
 
 
 def _tasks_of(uid: int) -> int:

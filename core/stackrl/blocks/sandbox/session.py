@@ -127,7 +127,7 @@ class Session:
         self._stack = ExitStack()
         self._run = self._stack.enter_context(launched(
             sandbox.isolation, self.limits, SERVER, argv=(str(self.limits.max_output_bytes),),
-            interpreter=sandbox.interpreter, user=sandbox.user, stderr=subprocess.DEVNULL,
+            interpreter=sandbox.interpreter, stderr=subprocess.DEVNULL,
         ))
         self._started_once = True
 
