@@ -15,28 +15,11 @@ import pytest
 from stackrl.blocks.sandbox import pool
 from stackrl.errors import ConfigError
 from stackrl.sandbox_section import SandboxSection
+from stackrl.testing.processes import left_running
 
 ISOLATED = SandboxSection(timeout_s=20, cpu_s=10, max_processes=16, memory_mb=256)
 UNISOLATED = SandboxSection(timeout_s=20, cpu_s=10, max_processes=16, memory_mb=256, isolation="none",
                             allow_unisolated=True)
-
-
-def left_running(token: str, wait_s: float = 3.0) -> list[int]:
-    """The processes whose command line holds ``token``, once those dying have had ``wait_s`` to go (a pid
-    namespace is emptied by the kernel just after its first process is reaped)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        found = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if token.encode() in Path(entry.path, "cmdline").read_bytes():
-                        found.append(int(entry.name))
-                except OSError:
-                    continue
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def test_an_infinite_loop_is_timed_out_and_leaves_no_child():
