@@ -3,6 +3,7 @@ that runs programs through the real trainer."""
 
 import dataclasses
 import time
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from stackrl.blocks.sandbox import IOCase, Sandbox, Session, passed_share, pool,
 from stackrl.errors import ConfigError
 from stackrl.sandbox_section import SandboxSection
 from stackrl.testing.fixtures import train_steps
+from stackrl.testing.repository import load_script
 
 SETTINGS = SandboxSection(timeout_s=20, cpu_s=10, workers=2, max_output_bytes=1000)
 
@@ -153,3 +155,11 @@ def test_a_stuck_program_does_not_hang_the_reward_stage(make_config):
     results = trainer.plugins.plugins["sandbox_reward"].results[0]
     assert {result.stopped for result in results} == {"timeout"} and max(r.wall_s for r in results) < 0.5 + 1.0
     assert trainer.state.log_history[0]["rewards/sandbox_reward/mean"] == 0.0
+
+
+def test_the_benchmark_prints_runs_per_second(capsys):
+    script = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "sandbox.py")
+    figures = script.main(["--runs", "4", "--rounds", "1"])
+    output = capsys.readouterr().out
+    assert "isolated_pool_runs_per_s: " in output and "isolation_cost_ratio: " in output
+    assert all(value > 0 for value in figures.values())
