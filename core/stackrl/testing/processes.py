@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
+
+from stackrl.blocks.sandbox.execution import proc_files
 
 
 def left_running(token: str, wait_s: float = 3.0) -> list[int]:
@@ -12,14 +13,7 @@ def left_running(token: str, wait_s: float = 3.0) -> list[int]:
     ``wait_s`` to go: a pid namespace is emptied by the kernel just after its first process is reaped."""
     deadline = time.monotonic() + wait_s
     while True:
-        found = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if token.encode() in Path(entry.path, "cmdline").read_bytes():
-                        found.append(int(entry.name))
-                except OSError:
-                    continue
+        found = [pid for pid, command in proc_files("cmdline") if token in command]
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
@@ -28,14 +22,8 @@ def left_running(token: str, wait_s: float = 3.0) -> list[int]:
 def zombie_children() -> list[int]:
     """This process's children that have exited and were never reaped."""
     zombies = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
+    for pid, stat in proc_files("stat"):
         state, parent = stat.rsplit(")", 1)[1].split()[:2]  # after the command name, which may hold spaces
         if state == "Z" and int(parent) == os.getpid():
-            zombies.append(int(entry.name))
+            zombies.append(pid)
     return zombies

@@ -216,17 +216,21 @@ def _process_limit(max_processes: int, isolation: Isolation) -> int:
 def _tasks_of(uid: int) -> int:
     """The threads of all processes of user ``uid`` now (what ``RLIMIT_NPROC`` counts)."""
     count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = Path(entry.path, "status").read_text()
-        except OSError:
-            continue
+    for _, status in proc_files("status"):
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if int(fields["Uid"].split()[0]) == uid:
             count += int(fields["Threads"])
     return count
+
+
+def proc_files(name: str) -> Iterator[tuple[int, str]]:
+    """``(pid, text of /proc/<pid>/<name>)`` for each process now (those gone while read left out)."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                yield int(entry.name), Path(entry.path, name).read_text(errors="replace")
+            except OSError:
+                continue
 
 
 def _exchange(process: subprocess.Popen, stdin: bytes, deadline: float, limit: int) -> tuple[bytes, bytes, str | None]:
