@@ -50,8 +50,10 @@ class ExecResult:
     ``cpu_limit``, ``memory_limit`` (it raised ``MemoryError``), ``output_limit`` (stdout or stderr passed
     ``max_output_bytes``; what came before is kept) or ``signal`` (killed by ``signal``). ``completed`` is true only
     when the program's code ran to its end: no uncaught exception and no exit call (``sys.exit`` or ``os._exit``,
-    whatever status it gives), the condition a test's assertions passing needs. ``isolated`` is false for a run on
-    the host (``sandbox.allow_unisolated``).
+    whatever status it gives), the condition a test's assertions passing needs. ``cpu_s`` is the program's CPU time
+    (with its reaped children) as it reported it on ending by itself; for a run killed, only what the kernel
+    accounted to the processes reaped, which under bubblewrap leaves the program out. ``isolated`` is false for a
+    run on the host (``sandbox.allow_unisolated``). Under bubblewrap an exit status above 128 reads as a signal.
     """
 
     stdout: str
