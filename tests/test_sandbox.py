@@ -149,6 +149,18 @@ def test_a_reward_stage_runs_programs_with_the_runs_sandbox(make_config):
     assert trainer.state.log_history[0]["rewards/sandbox_reward/mean"] == 1.0
 
 
+def test_a_plugin_that_runs_programs_refuses_a_run_without_isolation_before_anything_loads(make_config):
+    from stackrl.run import validate
+
+    with pytest.raises(ConfigError, match=r"sandbox\.isolation: no isolation"):
+        validate(make_config(["sandbox_reward"], sandbox={"bwrap": "/nonexistent/bwrap"}))
+    validate(make_config(["digit_reward"], sandbox={"bwrap": "/nonexistent/bwrap"}))  # no plugin runs programs
+
+
+def test_a_context_built_outside_a_run_gets_the_default_sandbox():
+    assert Sandbox.of(object()).settings == SandboxSection()
+
+
 def test_a_stuck_program_does_not_hang_the_reward_stage(make_config):
     config = make_config(["sandbox_reward"], sandbox={"timeout_s": 0.5}, sandbox_reward={"program": "while True: pass"})
     trainer = train_steps(config, steps=1)

@@ -500,6 +500,11 @@ class SandboxReward(Plugin):
         super().__init__(config)
         self.settings, self.results = [], []
 
+    def check_run(self, run):
+        from stackrl.blocks.sandbox import check_isolation
+
+        check_isolation(run.sandbox)
+
     @hookimpl
     def reward(self, ctx):
         from stackrl.blocks.sandbox import Sandbox
