@@ -1,10 +1,10 @@
 """Sandboxed execution of model-written programs and SQL (docs/hooks.md, "Sandboxed execution").
 
 ``Sandbox`` runs Python programs one process group per run, isolated by bubblewrap or unshare (no network, a
-read-only filesystem but the run's folder) or refused where isolation cannot be had, under CPU, memory, file, process and
-output limits, always killed and reaped, one at a time or a batch on a bounded pool; ``run_tests`` judges a program
-test by test; ``Session`` keeps an interpreter's state across turns; ``SqlDatabase`` answers read-only SQL under a
-time limit and ``analyze`` reads a query's parts.
+read-only filesystem but the run's folder) or refused where isolation cannot be had, under CPU, memory, file,
+process and output limits, always killed and reaped, one at a time or a batch on a bounded pool; ``run_tests``
+judges a program test by test; ``Session`` keeps an interpreter's state across turns; ``SqlDatabase`` answers
+read-only SQL under a time limit and ``analyze`` reads a query's parts.
 """
 
 from stackrl.blocks.sandbox.execution import STOPS, ExecResult, Limits
