@@ -131,7 +131,7 @@ def test_a_session_keeps_its_state_across_turns(sandbox):
 def test_config_errors_name_the_sandbox_key(make_config):
     with pytest.raises(ConfigError, match=r"sandbox\.workers must be positive, not 0"):
         make_config(sandbox={"workers": 0})
-    with pytest.raises(ConfigError, match=r"sandbox\.isolation must be one of auto, bwrap, none, not 'docker'"):
+    with pytest.raises(ConfigError, match=r"sandbox\.isolation must be one of auto, bwrap, unshare, none, not 'docker'"):
         make_config(sandbox={"isolation": "docker"})
     with pytest.raises(ConfigError, match=r"unknown key 'sandbox\.timout_s'.*timeout_s"):
         make_config(sandbox={"timout_s": 1})
@@ -152,9 +152,10 @@ def test_a_reward_stage_runs_programs_with_the_runs_sandbox(make_config):
 def test_a_plugin_that_runs_programs_refuses_a_run_without_isolation_before_anything_loads(make_config):
     from stackrl.run import validate
 
+    unavailable = {"isolation": "bwrap", "bwrap": "/nonexistent/bwrap"}
     with pytest.raises(ConfigError, match=r"sandbox\.isolation: no isolation"):
-        validate(make_config(["sandbox_reward"], sandbox={"bwrap": "/nonexistent/bwrap"}))
-    validate(make_config(["digit_reward"], sandbox={"bwrap": "/nonexistent/bwrap"}))  # no plugin runs programs
+        validate(make_config(["sandbox_reward"], sandbox=unavailable))
+    validate(make_config(["digit_reward"], sandbox=unavailable))  # no plugin runs programs
 
 
 def test_a_context_built_outside_a_run_gets_the_default_sandbox():
