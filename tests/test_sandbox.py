@@ -174,5 +174,5 @@ def test_the_benchmark_prints_runs_per_second(capsys):
     script = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "sandbox.py")
     figures = script.main(["--runs", "4", "--rounds", "1"])
     output = capsys.readouterr().out
-    assert "isolated_pool_runs_per_s: " in output and "isolation_cost_ratio: " in output
+    assert "bwrap_pool_runs_per_s: " in output and "unshare_serial_runs_per_s: " in output and "isolation_cost_ratio: " in output
     assert all(value > 0 for value in figures.values())
