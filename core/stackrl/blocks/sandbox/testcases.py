@@ -5,6 +5,8 @@ A test is either assertion code (a ``str``) run after the program, in the same m
 (:attr:`ExecResult.completed <stackrl.blocks.sandbox.execution.ExecResult>`: no exception, no ``sys.exit`` or
 ``os._exit``), exit status 0, and, for an ``IOCase``, the expected output: a program that exits early with status
 0 passes nothing. Each test is a run of its own, so one test's failure, state or timeout does not reach another.
+The report that the code ran to its end comes from the same process as the program, through an inherited pipe: a
+program written to forge it could; an ``IOCase``'s output is compared by the trainer, so none can.
 """
 
 from __future__ import annotations
