@@ -23,6 +23,7 @@ from stackrl.manager import InstalledPlugin, find_plugin, installed_plugins
 from stackrl.origins import KeyOrigins
 from stackrl.plugin import Plugin
 from stackrl.rewards import OUTCOME_REWARDS
+from stackrl.sandbox_section import SandboxSection
 from stackrl.weights import schedule
 
 
@@ -116,6 +117,7 @@ class StackConfig:
     output_dir: str = "runs/stackrl"
     threads: Optional[int] = None  # torch threads of a CPU run; default: one per CPU the process may use
     importance: ImportanceSection = field(default_factory=ImportanceSection)
+    sandbox: SandboxSection = field(default_factory=SandboxSection)  # how plugins run model-written programs
 
 
 HOST_KEYS = tuple(f.name for f in dataclasses.fields(StackConfig))

@@ -15,6 +15,7 @@ import torch
 from stackrl.errors import PluginError
 from stackrl.policy_ops import scratch_update
 from stackrl.pool import Pool, PoolAccess
+from stackrl.sandbox_section import SandboxSection
 
 WARNINGS = "warnings"  # the metric prefix of ctx.warn; the trainer counts these for the run summary
 ACTIVITY = "activity"  # the metric prefix of ctx.acted: activity/<plugin>, the share of what it could act on
@@ -152,6 +153,8 @@ class _Context:
     _plugin: str = field(default="", repr=False)
     _acted: Callable[[str, float, float, str | None], None] | None = field(default=None, repr=False)
     training: bool = True  # False while TRL evaluates: methods that only shape training (hints, curricula) stand aside
+    # The run's `sandbox` section, which stackrl.blocks.sandbox reads (None: a context built outside a run: defaults).
+    sandbox: SandboxSection | None = field(default=None, repr=False)
 
     @property
     def sampling_temperature(self) -> float:

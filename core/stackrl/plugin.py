@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stackrl.errors import ConfigError, did_you_mean
+from stackrl.sandbox_section import SandboxSection
 
 
 def template_fields(template: str) -> list[str]:
@@ -34,6 +35,8 @@ class RunFacts:
     reference: bool  # a reference model is at hand (trainer.beta above 0, or the LoRA adapter's base)
     source: str  # data.source
     components: tuple[str, ...]  # the run's reward components
+    # The sandbox section: a plugin that runs programs checks it with stackrl.blocks.sandbox.check_isolation.
+    sandbox: SandboxSection = field(default_factory=SandboxSection)
 
     def past_end(self, key: str, first_step: int, what: str) -> str | None:
         """A note where the setting ``key`` first acts at training step ``first_step`` (counted from 1, as the

@@ -120,6 +120,7 @@ def run_facts(config: LoadedConfig, args: GRPOConfig, columns, components) -> Ru
         reference=args.beta > 0 or config.host.model.lora is not None,
         source=config.host.data.source,
         components=tuple(components),
+        sandbox=config.host.sandbox,
     )
 
 
@@ -337,6 +338,7 @@ def build_trainer(
         prompt_format=functools.partial(format_prompt, host.data),
         importance_truncation=host.importance.truncation,
         importance_level=host.importance.level,
+        sandbox=host.sandbox,
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )

@@ -59,6 +59,7 @@ from stackrl.policy_ops import PHASE_PREFIX, supervised_phase
 from stackrl.pool import POOL_ROW, POOL_STATE_FILE, Pool, added_file
 from stackrl.rewards import OUTCOME_REWARDS, ROLE_COLUMN, SOLUTION_ROLES
 from stackrl.samples import append_samples, sample_records
+from stackrl.sandbox_section import SandboxSection
 from stackrl.truth import TRUTH_COLUMN, truth_figures
 from stackrl.weights import reward_schedules
 
@@ -166,6 +167,7 @@ class StackTrainer(GRPOTrainer):
     were made (``ctx.pool.format_row``, for rows plugins write). Rows a ``generate_rollout`` plugin gives with
     behaviour log-probs have their advantages weighted by ``min(importance_truncation, pi_now / pi_behaviour)``
     per token or per row (``importance_level``; :mod:`stackrl.importance`).
+    ``sandbox`` is the config's ``sandbox`` section, handed to every context for the plugins that run programs.
     """
 
     def __init__(
@@ -183,6 +185,7 @@ class StackTrainer(GRPOTrainer):
         prompt_format: Callable[[dict], Any] | None = None,
         importance_truncation: float = 3.0,
         importance_level: str = "token",
+        sandbox: SandboxSection | None = None,
         **kwargs,
     ):
         if kwargs.get("reward_funcs"):
@@ -192,6 +195,7 @@ class StackTrainer(GRPOTrainer):
         self._answer_column = answer_column
         self._answer_format = answer_format
         self._prompt_format = prompt_format
+        self._sandbox = sandbox
         self._run_files = dict(run_files or {})
         self._log_samples = log_samples
         self._truth_metric = truth_metric
@@ -306,6 +310,7 @@ class StackTrainer(GRPOTrainer):
             policy=fields.pop("policy", self._shared_policy),
             _log=fields.pop("_log", self._log_metric_now),
             _acted=self._count_activity,
+            sandbox=self._sandbox,
             **fields,
         )
 

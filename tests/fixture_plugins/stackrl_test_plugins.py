@@ -592,3 +592,36 @@ class ExperienceKeeper(Plugin):
     def summary(self) -> dict:
         return {"records": [[r.key, r.prompt_ids, r.completion_ids, r.rewards, r.utility] for r in self.library],
                 "found": self.found}
+
+
+@dataclass
+class SandboxRewardConfig:
+    program: str = "import sys\nprint(len(sys.stdin.read()))"
+
+
+class SandboxReward(Plugin):
+    """Runs ``program`` in the run's sandbox on each completion (its stdin): 1 when the run ran to its end and
+    printed the completion's length. Keeps each step's settings and results for the test to read."""
+
+    Config = SandboxRewardConfig
+    activity = "completions whose program ran to its end"
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.settings, self.results = [], []
+
+    def check_run(self, run):
+        from stackrl.blocks.sandbox import check_isolation
+
+        check_isolation(run.sandbox)
+
+    @hookimpl
+    def reward(self, ctx):
+        from stackrl.blocks.sandbox import Sandbox
+
+        completions = ctx.rollout.completions
+        results = Sandbox.of(ctx).run_many([self.config.program] * len(completions), completions)
+        self.settings.append(ctx.sandbox)
+        self.results.append(results)
+        ctx.acted(sum(result.completed for result in results), of=len(results))
+        return [float(result.ok and result.stdout.strip() == str(len(text))) for result, text in zip(results, completions)]
