@@ -94,7 +94,6 @@ def test_rouge_l_retrieval_ranks_by_the_measure_keeps_tags_and_breaks_ties_to_th
 
 
 def test_bm25_retrieval_finds_the_rare_word():
-    pytest.importorskip("bm25s")
     lib = filled("bm25")
     assert [r.key for r, _ in lib.search("halve it", k=3)] == ["add2"]
     assert lib.search("", k=3) == []
