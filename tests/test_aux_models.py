@@ -39,7 +39,13 @@ def rule_judge(prompts: list) -> list:
     return [judge_reply(p.split("\n", 1)[1].rsplit("\n", 2)[0]) for p in prompts]
 
 
+def lenient_judge(prompts: list) -> list:
+    """A rule critic for any text: a solution that states an answer is correct."""
+    return ["Verdict: " + ("correct" if "The answer is" in p else "wrong") for p in prompts]
+
+
 register_rule("arith_judge", rule_judge)
+register_rule("lenient_judge", lenient_judge)
 
 
 def chat_reply(text) -> dict:
@@ -116,6 +122,15 @@ def test_an_hf_aux_model_judges_and_scores_as_the_same_weights_as_the_policy(tra
     assert torch.equal(mine.mask, twin.mask)
     torch.testing.assert_close(twin.logprobs, mine.logprobs, atol=1e-5, rtol=1e-5)
     assert mine.logprobs.abs().sum() > 0
+    head = aux_models_of(trainer).models["twin"].model.get_output_embeddings().weight
+    with torch.no_grad():
+        head.mul_(2.0)  # the twin's own weights, not the policy's, are what it scores with
+    try:
+        changed = policy.score(QUESTIONS, continuations, model="twin").logprobs
+    finally:
+        with torch.no_grad():
+            head.div_(2.0)
+    assert not torch.allclose(changed, mine.logprobs, atol=1e-3)
 
 
 def test_a_rule_judges_through_the_judge_interface(trainer):
@@ -282,3 +297,25 @@ def test_two_processes_get_the_same_judgements_from_one_call_per_request(tiny_mo
     judged = [r for call in first["plugin_rewards"] for r in call["result"]]
     assert len(judged) == 16 and set(judged) == {0.0, 1.0}
     assert 2 <= len(served) <= 16  # at most one request per completion judged, from one process
+
+
+def test_a_run_logs_each_aux_models_figures_and_reports_its_memory(tiny_model_dir, tmp_path):
+    from stackrl.run import train
+
+    torch.set_num_threads(1)
+    config = tiny_config(
+        tiny_model_dir, ["selfjudge"], tmp_dir=tmp_path, output_dir=str(tmp_path / "run"),
+        eval={"before_and_after": False}, selfjudge={"judge_model": "checker", "max_new_tokens": 4},
+        aux_models={"checker": {"backend": "rule", "rule": "lenient_judge"},
+                    "twin": {"name_or_path": str(tiny_model_dir)}},
+    )
+    result = train(config)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if "aux/checker/calls" in line]
+    assert len(steps) == 2  # every step's line: its 4 completions judged, each distinct one asked once
+    for line in steps:
+        assert line["aux/checker/calls"] + line["aux/checker/cache_hits"] == 4
+        assert line["aux/checker/failures"] == 0 and line["aux/twin/calls"] == 0
+    checker, twin = result["aux_models"]
+    assert checker.startswith("checker (rule): ") and "0 failures" in checker
+    assert twin.startswith("twin (hf, ") and "MiB of weights): 0 calls" in twin

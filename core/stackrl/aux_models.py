@@ -226,10 +226,11 @@ class AuxModels:
             try:
                 replies = self.models[name].replies(prompts, sampling)
                 outcome = (replies, time.perf_counter() - start, None)
-            except StackrlError as exc:
+            except Exception as exc:  # noqa: BLE001 (whatever stops the main process must stop every process)
                 if not broadcast:
                     raise
-                outcome = (None, 0.0, str(exc))
+                outcome = (None, 0.0, str(exc) if isinstance(exc, StackrlError) else
+                           f"aux_models.{name}: {type(exc).__name__}: {exc}")
         if broadcast:
             outcome = broadcast_object_list([outcome], from_process=0)[0]
         replies, seconds, error = outcome

@@ -752,7 +752,8 @@ class StackTrainer(GRPOTrainer):
 
     def log(self, logs, start_time=None):
         aux_models = aux_models_of(self)
-        if aux_models is not None and self._mode == "train":  # what the auxiliary models were asked since the last line
+        # What the auxiliary models were asked since the last step's line (not on TRL's closing summary line).
+        if aux_models is not None and self._mode == "train" and "train_runtime" not in logs:
             logs.update(aux_models.window_figures())
         super().log(logs, start_time)
         step = self.state.global_step
