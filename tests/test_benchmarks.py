@@ -105,3 +105,11 @@ def test_a_checkout_is_usable_uninstalled_through_the_metadata_an_installer_woul
     assert [(ep.group, ep.name, ep.value) for ep in found["stackrl-covo"].entry_points] == [
         ("stackrl.plugins", "covo", "stackrl_covo:CoVo")
     ]
+
+
+def test_aux_models_prints_the_calls_per_distinct_request_and_the_step_time_ratio(capsys):
+    load_script(BENCHMARKS / "aux_models.py").main(["--short"])
+    output = capsys.readouterr().out
+    assert figure(output, "calls_per_distinct_request") == 1.0
+    assert figure(output, "requests_per_call") >= 1.0
+    assert figure(output, "aux_judge_time_ratio") > 0

@@ -34,7 +34,10 @@ class RemoteModel:
     and ``key`` its config key, named in errors."""
 
     def __init__(self, section, key: str):
-        import httpx2
+        try:
+            import httpx2
+        except ImportError:
+            raise ConfigError(f"{key}.backend openai needs httpx2: pip install 'stackrl[openai]'") from None
 
         self.section, self.key = section, key
         headers = {"Content-Type": "application/json"}
