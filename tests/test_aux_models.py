@@ -133,6 +133,20 @@ def test_an_hf_aux_model_judges_and_scores_as_the_same_weights_as_the_policy(tra
     assert not torch.allclose(changed, mine.logprobs, atol=1e-3)
 
 
+def test_token_signals_take_an_aux_teacher_by_name(trainer):
+    from stackrl import AdvantageContext
+    from stackrl.blocks.tokensignals import REFERENCE, TokenSignals
+
+    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    n = len(SOLVED)
+    rollout = Rollout(QUESTIONS, SOLVED, [encode(q) for q in QUESTIONS], [encode(c) for c in SOLVED],
+                      {"solution": list(_ROWS["solution"]), "answer": list(_ROWS["answer"])}, group_size=n)
+    signals = TokenSignals.of(trainer._context(AdvantageContext, rollout=rollout, total_reward=torch.zeros(n)))
+    twin = signals.gap(REFERENCE, model="twin")
+    torch.testing.assert_close(twin, signals.gap(REFERENCE), atol=1e-5, rtol=1e-5)
+    assert twin.abs().sum() > 0  # the reference solution before the question changes what the judge expects
+
+
 def test_a_rule_judges_through_the_judge_interface(trainer):
     assert judge_with(trainer, "checker") == VERDICTS
     with pytest.raises(StackrlError, match="aux model 'checker' \\(backend rule\\) gives no log-probs"):
