@@ -278,6 +278,15 @@ def test_aux_model_settings_that_cannot_work_are_refused_naming_the_key(tiny_mod
         tiny_config(tiny_model_dir, tmp_dir=tmp_path, aux_models=section)
 
 
+def test_validation_finds_a_missing_aux_model_folder_before_anything_loads(tiny_model_dir, tmp_path):
+    from stackrl.run import validate
+
+    config = tiny_config(tiny_model_dir, tmp_dir=tmp_path, output_dir=str(tmp_path / "run"),
+                         aux_models={"twin": {"name_or_path": str(tmp_path / "absent")}})
+    with pytest.raises(ConfigError, match="aux_models.twin.name_or_path: no model folder at"):
+        validate(config)
+
+
 def test_a_missing_api_key_variable_is_named(tiny_model_dir, tmp_path, monkeypatch):
     from stackrl.run import build_trainer
 
