@@ -342,3 +342,45 @@ def test_a_run_logs_each_aux_models_figures_and_reports_its_memory(tiny_model_di
     checker, twin = result["aux_models"]
     assert checker.startswith("checker (rule): ") and "0 failures" in checker
     assert twin.startswith("twin (hf, ") and "MiB of weights): 0 calls" in twin
+
+
+ERRING = """
+import sys
+from pathlib import Path
+
+from accelerate import PartialState
+
+from stackrl.aux_models import AuxModels, ServerModel
+from stackrl.config import AuxModelSection
+
+state = PartialState(cpu=True)  # gloo across the CPU processes, as a run with use_cpu
+section = AuxModelSection(backend="openai", base_url=sys.argv[1], model="m", retries=0, on_failure="error")
+models = AuxModels({"critic": ServerModel(section, "aux_models.critic")})
+try:
+    models.generate("critic", ["a", "b"], {}, step=0, shared=True)
+    outcome = "no error"
+except Exception as exc:
+    outcome = f"{type(exc).__name__}: {exc}"
+Path(sys.argv[2], f"rank{state.process_index}.txt").write_text(outcome)
+state.destroy_process_group()
+"""
+
+
+def test_a_failure_on_the_main_process_stops_both_processes_never_a_hang(tmp_path, httpserver):
+    import os
+    import subprocess
+    import sys
+
+    httpserver.expect_request(CHAT_PATH).respond_with_data("down", status=503)
+    script = tmp_path / "erring.py"
+    script.write_text(ERRING)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    str(script), httpserver.url_for("/v1"), str(tmp_path)], env=env, check=True, timeout=120,
+                   capture_output=True)
+    outcomes = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)]
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0].startswith("StackrlError: aux_models.critic: 2 of 2 requests") and "HTTP 503" in outcomes[0]
+    assert len(httpserver.log) == 2  # the main process alone asked
