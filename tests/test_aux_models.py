@@ -198,6 +198,29 @@ def test_malformed_failing_and_slow_replies_are_none_counted_never_a_hang(traine
         assert len(httpserver.log) == (8 if kind == "server error" else 4)
 
 
+def test_no_more_requests_are_in_flight_than_the_concurrency_allows(httpserver):
+    from stackrl.aux_models import AuxModels, ServerModel
+    from stackrl.config import AuxModelSection
+
+    lock, flying, most = threading.Lock(), [0], [0]
+
+    def reply(request):
+        with lock:
+            flying[0] += 1
+            most[0] = max(most[0], flying[0])
+        time.sleep(0.1)
+        with lock:
+            flying[0] -= 1
+        return Response(json.dumps(chat_reply("yes")), content_type="application/json")
+
+    httpserver.expect_request(CHAT_PATH).respond_with_handler(reply)
+    section = AuxModelSection(backend="openai", base_url=httpserver.url_for("/v1"), model="m", concurrency=2)
+    models = AuxModels({"critic": ServerModel(section, "aux_models.critic")})
+    replies = models.generate("critic", [f"question {i}" for i in range(6)], {}, step=0, shared=False)
+    assert [r.text for r in replies] == ["yes"] * 6
+    assert most[0] == 2 and len(httpserver.log) == 6
+
+
 def test_a_failing_server_with_on_failure_error_stops_with_a_clear_error(trainer, httpserver):
     httpserver.expect_request(CHAT_PATH).respond_with_data("down", status=503)
     with pytest.raises(StackrlError, match=r"aux_models\.strict: 4 of 4 requests to .* failed after 1 tries .*HTTP 503"):
