@@ -131,6 +131,10 @@ def test_an_hf_aux_model_judges_and_scores_as_the_same_weights_as_the_policy(tra
         with torch.no_grad():
             head.div_(2.0)
     assert not torch.allclose(changed, mine.logprobs, atol=1e-3)
+    from stackrl.policy import PolicyAccess
+
+    with pytest.raises(StackrlError, match="aux model 'twin' is frozen; grad=True needs model='policy'"):
+        PolicyAccess(trainer, sharded=False, model=trainer.model).score(QUESTIONS, continuations, model="twin", grad=True)
 
 
 def test_token_signals_take_an_aux_teacher_by_name(trainer):

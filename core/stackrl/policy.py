@@ -484,7 +484,8 @@ class PolicyAccess:
         else:
             with self._frozen_model(which, "score") as net:
                 if grad:
-                    frozen = "the reference model" if which == "reference" else f"model {which!r}"
+                    kind = "snapshot" if which in snapshots_of(self._trainer) else "aux model"
+                    frozen = "the reference model" if which == "reference" else f"{kind} {which!r}"
                     raise StackrlError(f"score(): {frozen} is frozen; grad=True needs model='policy'")
                 yield net
 
