@@ -76,18 +76,23 @@ def train(judge_model: str, steps: int, seed: int, folder: str) -> tuple[StepClo
     return clock, counter, aux_models_of(trainer).totals["twin"].calls
 
 
-def run(rounds: int, steps: int, warmup: int = 1) -> dict[str, float]:
+def run(rounds: int, steps: int, warmup: int = 1) -> dict:
     times = {"policy": [], "twin": []}
+    per_round = []  # each round's median step time of the twin's run over the policy's
     calls = distinct = asked = 0
     with tempfile.TemporaryDirectory() as folder:
         for r in range(rounds):
+            this_round = {}
             for judge_model in ("policy", "twin") if r % 2 == 0 else ("twin", "policy"):
                 clock, counter, made = train(judge_model, steps, seed=r, folder=folder)
                 times[judge_model] += clock.cpu[warmup:]
+                this_round[judge_model] = statistics.median(clock.cpu[warmup:])
                 if judge_model == "twin":
                     calls, distinct, asked = calls + made, distinct + counter.distinct(), asked + counter.total()
+            per_round.append(this_round["twin"] / this_round["policy"])
     median = {name: statistics.median(values) for name, values in times.items()}
     return {
+        "per_round": per_round,
         "calls_per_distinct_request": calls / distinct,
         "requests_per_call": asked / calls,
         "aux_judge_time_ratio": median["twin"] / median["policy"],
@@ -109,6 +114,7 @@ def main(argv=None):
     print(f"calls_per_distinct_request: {result['calls_per_distinct_request']:.2f}")
     print(f"requests_per_call: {result['requests_per_call']:.2f}")
     print(f"aux_judge_time_ratio: {result['aux_judge_time_ratio']:.2f}")
+    print("per-round ratios: " + ", ".join(f"{ratio:.2f}" for ratio in result["per_round"]))
 
 
 if __name__ == "__main__":
