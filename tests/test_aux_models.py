@@ -225,6 +225,43 @@ def test_no_more_requests_are_in_flight_than_the_concurrency_allows(httpserver):
     assert most[0] == 2 and len(httpserver.log) == 6
 
 
+def test_the_completions_api_takes_text_and_the_chat_api_messages_as_they_are(httpserver):
+    from stackrl.aux_models import AuxModels, ServerModel
+    from stackrl.config import AuxModelSection
+
+    bodies = []
+
+    def reply(request):
+        bodies.append(json.loads(request.data))
+        text = "yes" if request.path.endswith("/completions") and "prompt" in bodies[-1] else "no"
+        payload = {"choices": [{"text": text}]} if "prompt" in bodies[-1] else chat_reply(text)
+        return Response(json.dumps(payload), content_type="application/json")
+
+    httpserver.expect_request("/v1/completions").respond_with_handler(reply)
+    httpserver.expect_request(CHAT_PATH).respond_with_handler(reply)
+    url = httpserver.url_for("/v1")
+    plain = ServerModel(AuxModelSection(backend="openai", base_url=url, model="m", api="completions"), "k")
+    chat = ServerModel(AuxModelSection(backend="openai", base_url=url, model="m"), "k")
+    models = AuxModels({"plain": plain, "chat": chat})
+    messages = [{"role": "system", "content": "Judge."}, {"role": "user", "content": "2 + 2 = 4?"}]
+    assert models.generate("plain", ["2 + 2 = 4?"], {"max_new_tokens": 3}, step=0, shared=False)[0].text == "yes"
+    assert models.generate("chat", [messages], {}, step=0, shared=False)[0].text == "no"
+    assert bodies[0] == {"model": "m", "n": 1, "max_tokens": 3, "prompt": "2 + 2 = 4?"}
+    assert bodies[1]["messages"] == messages
+    with pytest.raises(StackrlError, match="api completions takes text prompts"):
+        models.generate("plain", [messages], {}, step=0, shared=False)
+
+
+def test_a_rule_that_returns_the_wrong_count_is_named():
+    from stackrl.aux_models import RuleModel
+    from stackrl.config import AuxModelSection
+
+    register_rule("one_reply", lambda prompts: ["yes"])
+    rule = RuleModel(AuxModelSection(backend="rule", rule="one_reply"), "aux_models.short")
+    with pytest.raises(StackrlError, match="aux_models.short: rule 'one_reply' must return one text .* 1 values for 2"):
+        rule.replies(["a", "b"], {})
+
+
 def test_a_failing_server_with_on_failure_error_stops_with_a_clear_error(trainer, httpserver):
     httpserver.expect_request(CHAT_PATH).respond_with_data("down", status=503)
     with pytest.raises(StackrlError, match=r"aux_models\.strict: 4 of 4 requests to .* failed after 1 tries .*HTTP 503"):
