@@ -120,3 +120,11 @@ def test_env_runner_prints_its_overhead_against_generation(tiny_model_dir, capsy
     output = capsys.readouterr().out
     assert figure(output, "env_overhead_ratio") > 0
     assert re.search(r"^rollouts [\d.]+ s, generation [\d.]+ s in \d+ calls, \d+ turns played", output, re.MULTILINE), output
+
+
+def test_aux_models_prints_the_calls_per_distinct_request_and_the_step_time_ratio(capsys):
+    load_script(BENCHMARKS / "aux_models.py").main(["--short"])
+    output = capsys.readouterr().out
+    assert figure(output, "calls_per_distinct_request") == 1.0
+    assert figure(output, "requests_per_call") >= 1.0
+    assert figure(output, "aux_judge_time_ratio") > 0

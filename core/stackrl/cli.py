@@ -64,6 +64,8 @@ def cmd_train(args) -> None:
             print(f"held-out {metric}: {before}{evaluations['after'][metric]:.3f} after")
     for line in result["activity"]:
         print(f"activity: {line}")
+    for line in result["aux_models"]:
+        print(f"aux model: {line}")
     for name, count in sorted(result["warnings"].items()):
         print(f"warning: {name} occurred {count} times (metric warnings/{name} in metrics.jsonl)")
     if result["finished_at"] is None:

@@ -101,6 +101,34 @@ class ImportanceSection:
 
 
 @dataclass
+class AuxModelSection:
+    """One auxiliary model beside the policy (``aux_models.<name>``), asked by name as ``model=<name>``
+    (:mod:`stackrl.aux_models`). Each backend reads its own keys and refuses the others'."""
+
+    backend: str = "hf"  # hf (a Transformers model) | openai (an OpenAI-compatible server) | rule (a registered rule)
+    # hf: loaded as the policy is (model.*), frozen
+    name_or_path: Optional[str] = None
+    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto
+    quantization: Optional[int] = None  # 4 or 8 (bitsandbytes)
+    quant_type: str = "nf4"  # 4-bit only: nf4 | fp4
+    double_quant: bool = True  # 4-bit only
+    trust_remote_code: bool = False
+    offload: bool = False  # keep the weights on the CPU between calls (not with quantization)
+    # openai
+    base_url: Optional[str] = None  # e.g. http://localhost:8000/v1
+    model: Optional[str] = None  # the server's model name
+    api_key_env: Optional[str] = None  # the environment variable holding the API key (never the key itself)
+    api: str = "chat"  # chat (/chat/completions; a text prompt is one user message) | completions (/completions)
+    timeout_s: float = 60.0  # one request's limit
+    retries: int = 2  # further tries after a timeout, a lost connection, a 429 or a 5xx reply
+    backoff_s: float = 1.0  # wait before retry k: backoff_s * 2**k
+    concurrency: int = 8  # requests in flight at once
+    on_failure: str = "none"  # none: the reply is failed (a judge's None), counted | error: the step stops
+    # rule
+    rule: Optional[str] = None  # the name a plugin registered it under (stackrl.aux_rules.register_rule)
+
+
+@dataclass
 class StackConfig:
     """The root of a stackrl config. Each plugin's settings sit beside these keys, under the plugin's name."""
 
@@ -118,6 +146,7 @@ class StackConfig:
     threads: Optional[int] = None  # torch threads of a CPU run; default: one per CPU the process may use
     importance: ImportanceSection = field(default_factory=ImportanceSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)  # how plugins run model-written programs
+    aux_models: Dict[str, AuxModelSection] = field(default_factory=dict)  # models beside the policy, by name
 
 
 HOST_KEYS = tuple(f.name for f in dataclasses.fields(StackConfig))
@@ -458,5 +487,66 @@ def _check_importance(config: LoadedConfig) -> None:
         raise ConfigError(f"importance.level must be one of {', '.join(LEVELS)}, not '{importance.level}'")
 
 
+# The keys each auxiliary backend reads beside ``backend``; a key of another backend set to other than its default
+# is refused, so that a misplaced setting is not silently ignored.
+AUX_BACKEND_KEYS = {
+    "hf": ("name_or_path", "dtype", "quantization", "quant_type", "double_quant", "trust_remote_code", "offload"),
+    "openai": ("base_url", "model", "api_key_env", "api", "timeout_s", "retries", "backoff_s", "concurrency",
+               "on_failure"),
+    "rule": ("rule",),
+}
+
+
+def _check_aux_model(name: str, section: AuxModelSection) -> None:
+    from stackrl.aux_rules import RULES
+
+    key = f"aux_models.{name}"
+    if name in ("policy", "reference"):
+        raise ConfigError(f"{key}: '{name}' names the run's own model already; choose another name")
+    if section.backend not in AUX_BACKEND_KEYS:
+        raise ConfigError(f"{key}.backend must be hf, openai or rule, not '{section.backend}'")
+    default = AuxModelSection()
+    for other, keys in AUX_BACKEND_KEYS.items():
+        for field_name in keys:
+            if other != section.backend and getattr(section, field_name) != getattr(default, field_name):
+                raise ConfigError(f"{key}.{field_name} is a setting of backend {other}, not of {section.backend}")
+    required = {"hf": ("name_or_path",), "openai": ("base_url", "model"), "rule": ("rule",)}[section.backend]
+    for field_name in required:
+        if not getattr(section, field_name):
+            raise ConfigError(f"{key}.{field_name}: backend {section.backend} needs it")
+    if section.backend == "hf":
+        if section.quantization not in (None, 4, 8):
+            raise ConfigError(f"{key}.quantization must be 4 or 8 (or unset), not {section.quantization}")
+        if section.dtype not in ("float32", "bfloat16", "float16", "auto"):
+            raise ConfigError(f"{key}.dtype must be float32, bfloat16, float16 or auto, not '{section.dtype}'")
+        if section.offload and section.quantization:
+            raise ConfigError(f"{key}.offload: quantized weights cannot move between devices; unset one of them")
+    if section.backend == "openai":
+        if not section.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"{key}.base_url must start with http:// or https://, not '{section.base_url}'")
+        if section.api not in ("chat", "completions"):
+            raise ConfigError(f"{key}.api must be chat or completions, not '{section.api}'")
+        if section.on_failure not in ("none", "error"):
+            raise ConfigError(f"{key}.on_failure must be none or error, not '{section.on_failure}'")
+        if section.timeout_s <= 0 or section.retries < 0 or section.backoff_s < 0 or section.concurrency < 1:
+            raise ConfigError(
+                f"{key}: timeout_s must be positive, retries and backoff_s 0 or more, concurrency at least 1"
+            )
+    if section.backend == "rule" and section.rule not in RULES:
+        known = ", ".join(sorted(RULES)) or "none"
+        raise ConfigError(
+            f"{key}.rule: no rule '{section.rule}' is registered (registered by the selected plugins: {known})"
+        )
+
+
+def _check_aux_models(config: LoadedConfig) -> None:
+    mistakes = Mistakes()
+    for name, section in config.host.aux_models.items():
+        with mistakes.check():
+            _check_aux_model(name, section)
+    mistakes.raise_any()
+
+
 # Rules that span keys, run on the merged config once types and names are checked; each is reported on its own.
-HOST_RULES = (_check_model, _check_vllm, _check_threads, _check_rewards, _check_eval, _check_skill, _check_importance)
+HOST_RULES = (_check_model, _check_vllm, _check_threads, _check_rewards, _check_eval, _check_skill, _check_importance,
+              _check_aux_models)

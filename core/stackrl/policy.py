@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from accelerate.utils import gather_object
 
+from stackrl.aux_models import aux_models_of
 from stackrl.errors import StackrlError
 
 if TYPE_CHECKING:
@@ -27,11 +28,16 @@ if TYPE_CHECKING:
 
 @dataclass
 class Generation:
-    """One sampled completion and the prompt tokens it was sampled from."""
+    """One sampled completion and the prompt tokens it was sampled from.
+
+    From an auxiliary model, the ids are that model's tokens (none from a server or a rule), and ``failed`` marks
+    a reply its backend could not give (``text`` is then empty).
+    """
 
     prompt_ids: list[int]
     completion_ids: list[int]
     text: str
+    failed: bool = False
 
 
 @dataclass
@@ -239,7 +245,8 @@ class PolicyAccess:
     def generate(self, prompts: list, *, model: str = "policy", caller: str = "", **sampling) -> list[Generation]:
         """Sample one completion per prompt (text, chat messages or token ids), no gradient.
 
-        ``model`` is ``"policy"`` (the live model), ``"reference"`` or a snapshot name, as for :meth:`score`.
+        ``model`` is ``"policy"`` (the live model), ``"reference"``, a snapshot name or an auxiliary model
+        (:meth:`_aux_generate`).
         ``sampling`` overrides the run's generation settings for this call (``temperature``, ``top_p``,
         ``max_new_tokens``, ``do_sample``, ...). Prompts go through the chat template as training prompts do; a
         prompt given as token ids is generated from as it is (a later turn continues the exact tokens before it).
@@ -249,6 +256,9 @@ class PolicyAccess:
         """
         if not prompts:
             return []
+        aux = aux_models_of(self._trainer)
+        if aux is not None and model in aux:
+            return self._aux_generate(aux, model, prompts, sampling)
         trainer = self._trainer
         prompt_ids = self._token_ids(self._local(list(prompts)))
         if caller:
@@ -260,6 +270,15 @@ class PolicyAccess:
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         results = [Generation(list(p), list(c), t) for p, c, t in zip(prompt_ids, completion_ids, texts)]
         return self._whole(results, len(prompts))
+
+    def _aux_generate(self, aux, model: str, prompts: list, sampling: dict) -> list[Generation]:
+        """Replies of auxiliary model ``model`` (``aux_models``): each distinct request once per step, sent by the
+        main process where every process asks the same (the sample, reward and advantage stages); at most
+        ``trainer.max_completion_length`` new tokens unless ``max_new_tokens`` says otherwise."""
+        sampling = {"max_new_tokens": self._trainer.args.max_completion_length, **sampling}
+        replies = aux.generate(model, list(prompts), sampling, step=self._trainer.state.global_step,
+                               shared=self._sharded)
+        return [Generation(r.prompt_ids, r.completion_ids, r.text or "", failed=r.text is None) for r in replies]
 
     @contextlib.contextmanager
     def _generating_with(self, which: str):
@@ -357,7 +376,8 @@ class PolicyAccess:
 
         ``contexts`` are token-id lists, or prompts (text or chat messages) tokenized as training prompts are.
         ``model`` is ``"policy"`` (the live model), ``"reference"`` (the frozen reference model, or the base
-        model with the LoRA adapter disabled) or the name of a snapshot kept by :meth:`update_snapshot`. Without
+        model with the LoRA adapter disabled), the name of a snapshot kept by :meth:`update_snapshot`, or an
+        auxiliary ``hf`` model whose tokenizer is the policy's (``aux_models``). Without
         ``grad`` no graph is kept; ``grad=True`` is for loss terms. Logits are divided by ``temperature`` before
         the softmax. ``positions`` (a list of continuation positions per row, or an ``(N, T)`` 0/1 mask) projects
         onto the vocabulary only there, so ``full_vocab`` costs ``P x V`` for ``P`` positions. ``hidden_states``
@@ -396,9 +416,10 @@ class PolicyAccess:
         calls. A snapshot made with ``checkpoint=True`` is saved in every checkpoint and comes back on resume; the
         others start again from the restored policy.
         """
-        if name in ("policy", "reference"):
-            raise StackrlError(f"update_snapshot(): '{name}' names a model already; choose another snapshot name")
         trainer = self._trainer
+        aux = aux_models_of(trainer)
+        if name in ("policy", "reference") or (aux is not None and name in aux):
+            raise StackrlError(f"update_snapshot(): '{name}' names a model already; choose another snapshot name")
         _refuse_sharded(trainer, "update_snapshot()")
         live = trainer.accelerator.unwrap_model(trainer.model)
         snapshots = _SNAPSHOTS.setdefault(trainer, {})
@@ -429,8 +450,12 @@ class PolicyAccess:
         """The reference model (the base with the LoRA adapter off, or TRL's reference) or a snapshot."""
         trainer = self._trainer
         snapshots = _SNAPSHOTS.get(trainer, {})
+        aux = aux_models_of(trainer)
         if which in snapshots:
             yield snapshots[which].model
+        elif aux is not None and which in aux:
+            with aux.scoring_model(which, trainer.processing_class, caller) as net:
+                yield net
         elif which == "reference":
             if hasattr(trainer.accelerator.unwrap_model(trainer.model), "disable_adapter"):
                 with self._unwrapped() as unwrapped, unwrapped.disable_adapter():
@@ -443,9 +468,10 @@ class PolicyAccess:
                     "or set trainer.beta > 0 so TRL loads one"
                 )
         else:
-            names = ", ".join(repr(n) for n in ("policy", "reference", *snapshots))
+            names = ", ".join(repr(n) for n in ("policy", "reference", *snapshots, *(aux.models if aux else ())))
             raise StackrlError(
-                f"{caller}(): model must be one of {names} (snapshots come from update_snapshot), not {which!r}"
+                f"{caller}(): model must be one of {names} (snapshots come from update_snapshot, auxiliary models "
+                f"from aux_models), not {which!r}"
             )
 
     @contextlib.contextmanager
@@ -458,7 +484,8 @@ class PolicyAccess:
         else:
             with self._frozen_model(which, "score") as net:
                 if grad:
-                    frozen = "the reference model" if which == "reference" else f"snapshot {which!r}"
+                    kind = "snapshot" if which in snapshots_of(self._trainer) else "aux model"
+                    frozen = "the reference model" if which == "reference" else f"{kind} {which!r}"
                     raise StackrlError(f"score(): {frozen} is frozen; grad=True needs model='policy'")
                 yield net
 

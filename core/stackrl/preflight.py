@@ -28,6 +28,10 @@ def check_inputs(config: LoadedConfig, mistakes: Mistakes) -> tuple[tuple[str, .
     notes, columns = [], None
     with mistakes.check():
         notes.append(check_model(config.host.model))
+    for name, aux in config.host.aux_models.items():
+        if aux.backend == "hf":
+            with mistakes.check():
+                notes.append(check_model(ModelSection(name_or_path=aux.name_or_path), f"aux_models.{name}"))
     with mistakes.check():
         columns, data_notes = check_data(config.host.data, config.host.eval)
         notes += data_notes
@@ -50,9 +54,10 @@ def _is_hub_name(name: str) -> bool:
     return True
 
 
-def check_model(section: ModelSection) -> str | None:
+def check_model(section: ModelSection, key: str = "model") -> str | None:
     """A local path must be a folder holding a model config; a hub name, while the hub is offline, should be in
-    the local cache (a note if not: the machine that starts the run may have it)."""
+    the local cache (a note if not: the machine that starts the run may have it). ``key`` is the config section
+    named in errors (an auxiliary model's, ``aux_models.<name>``)."""
     from huggingface_hub import constants, try_to_load_from_cache
 
     from stackrl.tasks import BUILTIN_MODELS
@@ -63,20 +68,20 @@ def check_model(section: ModelSection) -> str | None:
     path = Path(name).expanduser()
     if path.exists() or not _is_hub_name(name):
         if not path.is_dir():
-            raise ConfigError(f"model.name_or_path: no model folder at '{name}'")
+            raise ConfigError(f"{key}.name_or_path: no model folder at '{name}'")
         if not any((path / file).is_file() for file in MODEL_CONFIGS):
-            raise ConfigError(f"model.name_or_path: '{name}' holds no model config ({' or '.join(MODEL_CONFIGS)})")
+            raise ConfigError(f"{key}.name_or_path: '{name}' holds no model config ({' or '.join(MODEL_CONFIGS)})")
         # transformers would otherwise pick a tokenizer that does not fit the weights, and generation fails at step 1.
         if (path / "config.json").is_file() and not any((path / file).is_file() for file in TOKENIZER_FILES):
             raise ConfigError(
-                f"model.name_or_path: '{name}' holds a model but no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                f"{key}.name_or_path: '{name}' holds a model but no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
                 "save the tokenizer into it (tokenizer.save_pretrained) or copy the base model's tokenizer files"
             )
         return None
     if not constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(name, "config.json"), str):
         return None
     return (
-        f"model.name_or_path: '{name}' is not in this machine's Hugging Face cache and the hub is offline "
+        f"{key}.name_or_path: '{name}' is not in this machine's Hugging Face cache and the hub is offline "
         "(HF_HUB_OFFLINE); the machine that starts the run needs it cached or the hub reachable"
     )
 

@@ -18,6 +18,7 @@ from transformers import PrinterCallback, ProgressCallback, TrainerCallback, Tra
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig
 
+from stackrl.aux_models import attach_aux_models, aux_models_of, load_aux_models
 from stackrl.config import LoadedConfig
 from stackrl.console import LogTable, log_columns
 from stackrl.cpu import set_threads
@@ -319,6 +320,7 @@ def build_trainer(
     host = config.host
     tokenizer = load_tokenizer(host.model)
     model, peft_config = load_model(host.model, PartialState().device)
+    aux_models = load_aux_models(host.aux_models, PartialState().device) if host.aux_models else None
     files = run_files(config)
     trainer = StackTrainer(
         model=model,
@@ -342,6 +344,8 @@ def build_trainer(
         callbacks=[MetricsFile(args.output_dir), *callbacks],
         **trainer_kwargs,
     )
+    if aux_models is not None:
+        attach_aux_models(trainer, aux_models)
     trainer.remove_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
     evaluating = host.eval.before_and_after or host.eval.every_steps
     trainer.add_callback(LogTable(log_columns(trainer.reward_func_names, "eval/pass@1" if evaluating else None)))
@@ -461,7 +465,8 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
     """The whole job: evaluate, train (evaluating every ``eval.every_steps``), save, evaluate again, plot.
     Returns the run folder, the held-out figures by label (``before``, ``step N``, ``after``), the occurrences
     of each plugin warning (``ctx.warn``), a line per plugin saying what it acted on (``ctx.acted``) and
-    ``finished_at``: the step a resumed run had already finished at (``None`` for a run that trained).
+    ``finished_at``: the step a resumed run had already finished at (``None`` for a run that trained), and
+    ``aux_models``, a line per auxiliary model: its memory footprint and what it was asked.
 
     A fresh run into a folder holding a run is refused before anything loads, unless ``overwrite`` (the folder is
     then deleted once model, data and trainer are built). A resumed run reports the "before" figures its first run
@@ -484,7 +489,7 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
         state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
         if _finished(state, grpo_args(config)):
             return {"run_dir": run_dir, "evaluations": stored, "warnings": {}, "activity": [],
-                    "finished_at": state.global_step}
+                    "finished_at": state.global_step, "aux_models": []}
     use_threads(config)
     # Only the "before" figures carry over: "after" belongs to the weights this run ends with.
     evaluations = {"before": stored["before"]} if "before" in stored else {}
@@ -518,8 +523,10 @@ def train(config: LoadedConfig, resume=None, overwrite=False) -> dict:
         evaluate_now("after")
     if trainer.accelerator.is_main_process:
         plot_runs([run_dir])
+    aux_models = aux_models_of(trainer)
     return {"run_dir": run_dir, "evaluations": evaluations, "warnings": dict(trainer.warnings),
-            "activity": trainer.activity_summary(), "finished_at": None}
+            "activity": trainer.activity_summary(), "finished_at": None,
+            "aux_models": aux_models.summary() if aux_models is not None else []}
 
 
 def leave_process_group() -> None:

@@ -40,6 +40,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from stackrl.aux_models import aux_models_of
 from stackrl.context import (
     ACTIVITY,
     WARNINGS,
@@ -784,6 +785,10 @@ class StackTrainer(GRPOTrainer):
     # -- logs -----------------------------------------------------------------------------------------------------
 
     def log(self, logs, start_time=None):
+        aux_models = aux_models_of(self)
+        # What the auxiliary models were asked since the last step's line (not on TRL's closing summary line).
+        if aux_models is not None and self._mode == "train" and "train_runtime" not in logs:
+            logs.update(aux_models.window_figures())
         super().log(logs, start_time)
         step = self.state.global_step
         if self._mode == "train":

@@ -1,8 +1,10 @@
 """Judges: a model asked, through a prompt template, whether a completion answers its prompt well.
 
-What self-judging rewards share: a ``Judge`` formats one judge prompt per completion, gets a judgement from the
-live policy by generating (a rationale, then a verdict or a score) or from the policy, the frozen reference
-(LoRA off) or a snapshot by the likelihood of the two verdict words, and parses it into a number in ``[0, 1]``.
+What self-judging rewards share: a ``Judge`` formats one judge prompt per completion, gets a judgement by
+generating (a rationale, then a verdict or a score) from the live policy, a snapshot or an auxiliary model
+(``aux_models``: a second Transformers model, a server, a rule), or by the likelihood of the two verdict words from
+the policy, the frozen reference (LoRA off), a snapshot or an auxiliary ``hf`` model, and parses it into a number in
+``[0, 1]``.
 A judgement it cannot parse is ``None``, not 0: the completion is not scored, and the share of malformed
 judgements is logged.
 """
@@ -78,7 +80,7 @@ class JudgeSettings:
     judge_template: str = "{prompt}\n{attempt}\nIs this answer correct? Answer yes or no.\n"
     scale: Scale = Scale.yes_no
     mode: Mode = Mode.generate
-    judge_model: str = "policy"  # policy | reference (LoRA off) | a snapshot name; generate needs policy
+    judge_model: str = "policy"  # policy | reference (LoRA off; likelihood only) | a snapshot | an aux_models name
     verdict_prefix: Optional[str] = None  # read only what follows it (e.g. "Verdict:"); likelihood: scored after it
     max_new_tokens: int = 256  # generate: the judgement's length
     temperature: float = 0.0  # generate: 0 = greedy
@@ -89,10 +91,10 @@ class Judge:
 
     def __init__(self, settings: JudgeSettings, section: str):
         self.settings, self.section = settings, section
-        if settings.mode is Mode.generate and settings.judge_model != "policy":
+        if settings.mode is Mode.generate and settings.judge_model == "reference":
             raise ConfigError(
-                f"{section}.judge_model: '{settings.judge_model}' cannot write a judgement, only the live policy can; "
-                f"use {section}.mode: likelihood to judge with it, or {section}.judge_model: policy"
+                f"{section}.judge_model: 'reference' cannot write a judgement; use {section}.mode: likelihood to "
+                f"judge with it, or another {section}.judge_model"
             )
         if settings.mode is Mode.likelihood and settings.scale is Scale.score_100:
             raise ConfigError(f"{section}.mode: likelihood judges two verdict words; {section}.scale score_100 needs generate")
@@ -142,7 +144,8 @@ class Judge:
         s = self.settings
         sampling = {"max_new_tokens": s.max_new_tokens}
         sampling.update({"do_sample": False} if s.temperature == 0 else {"do_sample": True, "temperature": s.temperature})
-        return [parse_judgement(g.text, s.scale, s.verdict_prefix) for g in ctx.generate(prompts, **sampling)]
+        generations = ctx.generate(prompts, model=s.judge_model, **sampling)
+        return [None if g.failed else parse_judgement(g.text, s.scale, s.verdict_prefix) for g in generations]
 
     def _likelihood(self, ctx, prompts) -> list[float]:
         """``P(yes) / (P(yes) + P(no))``: each verdict word's whole log-prob after the judge prompt (and prefix)."""
