@@ -216,3 +216,18 @@ def test_the_new_roles_are_taught_in_their_formats():
     mixed = next(_code_batches(tokenizer, problems, random.Random(0), 64, {"judge": 1.0, "sql": 1.0}))
     texts = [decode(prompt) for prompt, _ in mixed]
     assert 10 < sum(t.endswith("Check:\n") for t in texts) < 54 and 10 < sum(t.endswith("SQL:\n") for t in texts) < 54
+
+
+def test_a_run_trains_on_the_sql_task(make_config):
+    """``data.source: sql`` names the task: its prompts are the whole problem, and its other columns are the
+    dataset's, which every stage's rollout carries (the tables' ``setup`` is what an execution reward runs the
+    policy's query on)."""
+    from stackrl.data import first_row
+    from stackrl.testing.fixtures import train_steps
+
+    config = make_config(data={"source": "sql", "size": 8})
+    assert config.host.data.source == "sql"
+    assert set(first_row(config.host.data, "train")) == {"question", "answer", "solution", "category", "setup"}
+    trainer = train_steps(config, steps=1)
+    assert trainer.state.global_step == 1 and "setup" in trainer.train_dataset.column_names
+    assert all(prompt.endswith("\nSQL:\n") for prompt in trainer.train_dataset["prompt"])
