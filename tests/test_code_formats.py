@@ -232,26 +232,3 @@ def test_a_run_trains_on_the_sql_task(make_config):
     assert trainer.state.global_step == 1 and "setup" in trainer.train_dataset.column_names
     assert all(prompt.endswith("\nSQL:\n") for prompt in trainer.train_dataset["prompt"])
 
-
-def test_a_snapshot_is_the_run_that_stops_there(tmp_path):
-    """What lets the shipped checkpoint be a snapshot (finish_snapshot): a run of k steps makes the same weights,
-    recorded as that run (no problems measured, to keep it fast)."""
-    import json
-
-    from safetensors.torch import load_file
-
-    from stackrl.tasks import arith_roles_path
-    from stackrl.tasks.pretrain import RECORD_FILE, recipe_hash
-    from stackrl.tasks.pretrain_code import RECIPE, finish_snapshot, pretrain_code
-
-    quick = dict(init=arith_roles_path(), batch_size=4, train_size=50, eval_per_category=0, redo_problems=6,
-                 threads=1, warmup=2)
-    pretrain_code(tmp_path / "long", steps=3, save_every=2, **quick)
-    pretrain_code(tmp_path / "short", steps=2, **quick)
-    snapshot, short = tmp_path / "long-code2", tmp_path / "short"
-    finish_snapshot(snapshot, train_seconds=1)
-    record, made = (json.loads((folder / RECORD_FILE).read_text()) for folder in (snapshot, short))
-    assert record["snapshot"]["of_steps"] == 3 and record["settings"]["steps"] == made["settings"]["steps"] == 2
-    assert record["summary"]["code"] == made["summary"]["code"] and record["recipe_sha256"] == recipe_hash(RECIPE)
-    weights = load_file(snapshot / "model.safetensors")
-    assert all((weights[k] == v).all() for k, v in load_file(short / "model.safetensors").items())

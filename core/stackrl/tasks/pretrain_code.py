@@ -39,7 +39,7 @@ from stackrl.tasks.pretrain import recipe_hash
 from stackrl.tasks.pretrain_roles import RECIPE as ROLES_RECIPE
 from stackrl.tasks.pretrain_roles import _roles_batches
 
-__all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_code", "finish_snapshot", "main", "pretrain_code"]
+__all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_code", "main", "pretrain_code"]
 
 NEW_ROLES = ("code", "sql")
 DEFAULT_MIX = (
@@ -212,29 +212,6 @@ def pretrain_code(
     save(out, summary=summary)
     print(json.dumps(summary), flush=True)
     return summary
-
-
-def finish_snapshot(folder: str | Path, train_seconds: int) -> dict:
-    """Measure a snapshot a run saved (``--save-every``) and record it as the run of that many steps it is (the
-    rate is constant after warmup, so the snapshot at step k is the model ``--steps k`` makes): its record's
-    settings take ``steps`` k and ``save_every`` 0, keep the run it came from under ``snapshot``, and gain the
-    summary ``pretrain_code`` would have written (``train_seconds`` as the run's log gave it at step k)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = Path(folder)
-    record = json.loads((folder / RECORD_FILE).read_text())
-    settings = record["settings"]
-    if settings.get("threads"):
-        torch.set_num_threads(settings["threads"])
-    record["snapshot"] = {**record["snapshot"], "of_steps": settings["steps"], "out": settings["out"]}
-    settings.update(steps=record["snapshot"]["step"], save_every=0, out=str(folder))
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-    record["summary"] = {"train_seconds": train_seconds, **_measure(
-        model, tokenizer, eval_per_category=settings["eval_per_category"], seed=settings["seed"])}
-    (folder / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record["summary"]), flush=True)
-    return record["summary"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,7 +16,7 @@ Categories (``category``), each one template: "count" (rows past a threshold), "
 value), "sum" (the total of one group), "filter" (the names past a threshold), "order" (the name with the largest
 or smallest value), "group" (the total of each group) and "join" (rows whose group has a property listed in a
 second table). Three schemas (:data:`SCHEMAS`) and 4 to 6 rows; a table's numbers are distinct, so no question has
-a tie. Prompts stay under 200 tokens of the built-in tokenizer.
+a tie. A prompt and its query take at most about 250 tokens of the built-in tokenizer (its context holds 512).
 
 Train/test split by a hash of the question text, as the arithmetic task's (:func:`stackrl.tasks.arithmetic.split_of`):
 any train set is disjoint from any test set.
