@@ -232,3 +232,23 @@ def test_a_run_trains_on_the_sql_task(make_config):
     assert trainer.state.global_step == 1 and "setup" in trainer.train_dataset.column_names
     assert all(prompt.endswith("\nSQL:\n") for prompt in trainer.train_dataset["prompt"])
 
+
+
+def test_the_figures_count_what_ran_and_what_was_right(monkeypatch):
+    """evaluate_code on replies written by hand: a right program, one printing a wrong answer, one failing; a right
+    query, one with another result, one naming a column the table lacks, one that does not parse."""
+    from stackrl.tasks import pretrain_code
+
+    arithmetic = make_dataset("test", 3, seed=0, categories=[CATEGORIES[0]])
+    problems = sql_task.make_dataset("test", 4, seed=0, categories=["extreme"])
+    programs = [write_program(arithmetic[0]["question"]), "print(-1)", "print(1 / 0)"]
+    tables = [query.split(" FROM ")[1].rstrip(";") for query in problems["solution"]]
+    queries = [problems[0]["solution"], f"SELECT name FROM {tables[1]} WHERE 0;", f"SELECT nme FROM {tables[2]};",
+               "SELEC 1"]
+    replies = lambda model, tokenizer, prompts, **kwargs: programs if prompts[0].endswith("Program:\n") else queries  # noqa: E731
+    monkeypatch.setattr(pretrain_code, "generate", replies)
+    figures = pretrain_code.evaluate_code(None, None, arithmetic, problems)
+    for mode in ("greedy", "sampled"):
+        assert figures["code"][mode]["runs"]["all"] == pytest.approx(2 / 3)
+        assert figures["code"][mode]["right"]["all"] == pytest.approx(1 / 3)
+        assert [figures["sql"][mode][k]["all"] for k in ("parses", "runs", "right")] == [0.75, 0.5, 0.25]
