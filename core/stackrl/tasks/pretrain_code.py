@@ -28,7 +28,6 @@ own programs, written for the task's questions.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 from stackrl.tasks.pretrain import RECORD_FILE, _by_category, _example, _fit, _misses, evaluate, file_hash, generate
 from stackrl.tasks.pretrain import recipe_hash
 from stackrl.tasks.pretrain_roles import RECIPE as ROLES_RECIPE
-from stackrl.tasks.pretrain_roles import _roles_batches
+from stackrl.tasks.pretrain_roles import _roles_batches, phase_main
 
 __all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_code", "main", "pretrain_code"]
 
@@ -215,24 +214,7 @@ def pretrain_code(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="checkpoint folder to write")
-    parser.add_argument("--init", required=True, help="the checkpoint to start from (arith-roles)")
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--mix", default=DEFAULT_MIX)
-    parser.add_argument("--redo-problems", type=int, default=256)
-    parser.add_argument("--eval-per-category", type=int, default=50)
-    parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-code<step>")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args(argv)
-    pretrain_code(
-        args.out, init=args.init, steps=args.steps, batch_size=args.batch_size, lr=args.lr, mix=args.mix,
-        redo_problems=args.redo_problems, eval_per_category=args.eval_per_category, save_every=args.save_every,
-        seed=args.seed, threads=args.threads,
-    )
+    phase_main(pretrain_code, argv, starts_from="arith-roles", snapshots="code")
 
 
 if __name__ == "__main__":
