@@ -4,41 +4,23 @@ for RL."""
 
 from __future__ import annotations
 
-import json
-import re
-
 import pytest
 
 from stackrl.tasks import BUILTIN_MODELS, arith_code_path, arith_roles_path
 from stackrl.tasks import sql as sql_task
 from stackrl.tasks.arithmetic import CATEGORIES
-from stackrl.tasks.pretrain import RECORD_FILE, file_hash, recipe_hash
 from stackrl.tasks.pretrain_code import RECIPE
+from stackrl.testing.shipped import assert_made_by, readme_rows, record
 
-RECORD = json.loads((arith_code_path() / RECORD_FILE).read_text())
-SUMMARY = RECORD["summary"]
-EARLIER = json.loads((arith_roles_path() / RECORD_FILE).read_text())["summary"]
-README = (arith_code_path() / "README.md").read_text()
+SUMMARY = record(arith_code_path())["summary"]
+EARLIER = record(arith_roles_path())["summary"]
 CODE, SQL = SUMMARY["code"]["code"], SUMMARY["code"]["sql"]
 EASY, HARD = CATEGORIES[0], CATEGORIES[-1]
 
 
 def test_the_shipped_model_is_what_the_current_script_makes_from_arith_roles():
     assert BUILTIN_MODELS["stackrl/arith-code"]() == arith_code_path()
-    assert RECORD["recipe_sha256"] == recipe_hash(RECIPE), "the recipe changed: remake arith-code (README.md)"
-    assert RECORD["init_sha256"] == file_hash(arith_roles_path() / "model.safetensors")
-    settings = RECORD["settings"]
-    command = re.search(r"python -m stackrl\.tasks\.pretrain_code (.+?)\n", README.replace("\\\n", " ")).group(1)
-    for flag, value in re.findall(r"--([a-z-]+) (\S+)", command):
-        if flag not in ("out", "init"):
-            assert str(settings[flag.replace("-", "_")]) == value, flag
-
-
-def _readme_rows(name: str) -> list[list[float]]:
-    """The numbers of each README table row that starts with ``name``, in order."""
-    rows = re.findall(rf"^\| {re.escape(name)} \|(.+)\|$", README, re.MULTILINE)
-    assert rows, f"no README row for {name}"
-    return [[float(cell) for cell in row.split("|")] for row in rows]
+    assert_made_by(arith_code_path(), "stackrl.tasks.pretrain_code", RECIPE, arith_roles_path())
 
 
 def test_the_readme_states_the_recorded_figures():
@@ -46,10 +28,10 @@ def test_the_readme_states_the_recorded_figures():
         recorded = [EARLIER["greedy"][name], SUMMARY["greedy"][name], EARLIER["sampled"][name],
                     SUMMARY["sampled"][name]]
         recorded += [CODE[mode][figure][name] for mode in ("greedy", "sampled") for figure in ("runs", "right")]
-        assert _readme_rows(name)[0] == [round(v, 2) for v in recorded], name
+        assert readme_rows(arith_code_path(), name)[0] == [round(v, 2) for v in recorded], name
     for name in [*sql_task.CATEGORIES, "all"]:
         recorded = [SQL[mode][figure][name] for mode in ("greedy", "sampled") for figure in ("parses", "runs", "right")]
-        assert _readme_rows(name)[-1] == [round(v, 2) for v in recorded], name
+        assert readme_rows(arith_code_path(), name)[-1] == [round(v, 2) for v in recorded], name
 
 
 def test_solving_is_kept():
