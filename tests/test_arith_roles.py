@@ -4,39 +4,22 @@ imperfect."""
 
 from __future__ import annotations
 
-import json
-import re
-
 import pytest
 
 from stackrl.tasks import BUILTIN_MODELS, arith_roles_path, arith_skills_path
 from stackrl.tasks.arithmetic import CATEGORIES
-from stackrl.tasks.pretrain import RECORD_FILE, file_hash, recipe_hash
 from stackrl.tasks.pretrain_roles import RECIPE
+from stackrl.testing.shipped import assert_made_by, readme_rows, record
 
-RECORD = json.loads((arith_roles_path() / RECORD_FILE).read_text())
-SUMMARY = RECORD["summary"]
-EARLIER = json.loads((arith_skills_path() / RECORD_FILE).read_text())["summary"]
+SUMMARY = record(arith_roles_path())["summary"]
+EARLIER = record(arith_skills_path())["summary"]
 README = (arith_roles_path() / "README.md").read_text()
 EASY, HARD = CATEGORIES[0], CATEGORIES[-1]
 
 
 def test_the_shipped_model_is_what_the_current_script_makes_from_arith_skills():
     assert BUILTIN_MODELS["stackrl/arith-roles"]() == arith_roles_path()
-    assert RECORD["recipe_sha256"] == recipe_hash(RECIPE), "the recipe changed: remake arith-roles (README.md)"
-    assert RECORD["init_sha256"] == file_hash(arith_skills_path() / "model.safetensors")
-    settings = RECORD["settings"]
-    command = re.search(r"python -m stackrl\.tasks\.pretrain_roles (.+?)\n", README.replace("\\\n", " ")).group(1)
-    for flag, value in re.findall(r"--([a-z-]+) (\S+)", command):
-        if flag not in ("out", "init"):
-            assert str(settings[flag.replace("-", "_")]) == value, flag
-
-
-def _readme_rows(name: str) -> list[list[float]]:
-    """The numbers of each README table row that starts with ``name``, in order."""
-    rows = re.findall(rf"^\| {re.escape(name)} \|(.+)\|$", README, re.MULTILINE)
-    assert rows, f"no README row for {name}"
-    return [[float(cell) for cell in row.split("|")] for row in rows]
+    assert_made_by(arith_roles_path(), "stackrl.tasks.pretrain_roles", RECIPE, arith_skills_path())
 
 
 def _of(figures: dict, name: str):
@@ -46,7 +29,7 @@ def _of(figures: dict, name: str):
 def test_the_readme_states_the_recorded_figures():
     roles = SUMMARY["roles"]
     for name in [*CATEGORIES, "all"]:
-        earlier, new = _readme_rows(name)
+        earlier, new = readme_rows(arith_roles_path(), name)
         recorded = []
         for summary in (EARLIER, SUMMARY):
             skills = summary["skills"]

@@ -5,14 +5,15 @@
 of a normal Hugging Face checkpoint (load it with ``from_pretrained``). The roles of the built-in task beyond
 solving (judge, retry and corrupt prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`,
 the task's states and transitions from :mod:`stackrl.tasks.transitions`, its decomposer-solver pipeline from
-:mod:`stackrl.tasks.decomposition`.
+:mod:`stackrl.tasks.decomposition`, its questions answered by a program from :mod:`stackrl.tasks.programs`; the
+text-to-SQL task ``sql`` is :mod:`stackrl.tasks.sql`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import arithmetic, decomposition, roles, transitions
+from . import arithmetic, decomposition, programs, roles, sql, transitions
 from .roles import (
     CORRECT,
     CORRUPT_MARKER,
@@ -66,12 +67,20 @@ def arith_roles_path() -> Path:
     return _shipped("arith-roles")
 
 
-TASKS = {"arithmetic": arithmetic.make_dataset}
+def arith_code_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-code`` checkpoint: arith-roles taught as well to answer a question
+    with a Python program and to write the SQL query of the ``sql`` task's questions (its README.md says how it was
+    made and what it can do)."""
+    return _shipped("arith-code")
+
+
+TASKS = {"arithmetic": arithmetic.make_dataset, "sql": sql.make_dataset}
 ANSWER_FORMATS = {"arithmetic": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
 BUILTIN_MODELS = {
     "stackrl/arith-tiny": arith_tiny_path,
     "stackrl/arith-skills": arith_skills_path,
     "stackrl/arith-roles": arith_roles_path,
+    "stackrl/arith-code": arith_code_path,
 }
 
 __all__ = [
@@ -89,6 +98,7 @@ __all__ = [
     "ANSWER_FORMATS",
     "VERDICT_PREFIX",
     "WRONG",
+    "arith_code_path",
     "arith_roles_path",
     "arith_skills_path",
     "arith_tiny_path",
@@ -101,10 +111,12 @@ __all__ = [
     "judge_prompt",
     "judged_wrong_step",
     "parse_verdict",
+    "programs",
     "redone_step",
     "retry_prompt",
     "roles",
     "slip",
+    "sql",
     "transitions",
     "wrong_lines",
 ]

@@ -42,7 +42,8 @@ from stackrl.tasks.pretrain import (
     recipe_hash,
 )
 
-__all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_roles", "finish_snapshot", "main", "pretrain_roles"]
+__all__ = ["DEFAULT_MIX", "NEW_ROLES", "RECIPE", "evaluate_roles", "finish_snapshot", "main", "phase_main",
+           "pretrain_roles"]
 
 NEW_ROLES = ("corrupt", "forward", "inverse", "decompose", "subsolve")
 DEFAULT_MIX = (
@@ -244,25 +245,25 @@ def finish_snapshot(folder: str | Path, train_seconds: int) -> dict:
     return summary
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def phase_main(phase, argv: list[str] | None, *, starts_from: str, snapshots: str) -> None:
+    """The command line of a phase that starts from an earlier built-in model: ``--out`` and ``--init``, then a flag
+    for each other setting of ``phase`` with its default (``--save-every`` saves snapshots in OUT-<snapshots><step>),
+    and the phase run with them."""
+    import inspect
+
+    parser = argparse.ArgumentParser(description=inspect.getmodule(phase).__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="checkpoint folder to write")
-    parser.add_argument("--init", required=True, help="the checkpoint to start from (arith-skills)")
-    parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--mix", default=DEFAULT_MIX)
-    parser.add_argument("--redo-problems", type=int, default=512)
-    parser.add_argument("--eval-per-category", type=int, default=50)
-    parser.add_argument("--save-every", type=int, default=0, help="also save snapshots in OUT-roles<step>")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args(argv)
-    pretrain_roles(
-        args.out, init=args.init, steps=args.steps, batch_size=args.batch_size, lr=args.lr, mix=args.mix,
-        redo_problems=args.redo_problems, eval_per_category=args.eval_per_category, save_every=args.save_every,
-        seed=args.seed, threads=args.threads,
-    )
+    parser.add_argument("--init", required=True, help=f"the checkpoint to start from ({starts_from})")
+    for name, setting in inspect.signature(phase).parameters.items():
+        if name not in ("out", "init"):
+            saves = f"also save snapshots in OUT-{snapshots}<step>" if name == "save_every" else None
+            kind = int if setting.default is None else type(setting.default)
+            parser.add_argument("--" + name.replace("_", "-"), type=kind, default=setting.default, help=saves)
+    phase(**vars(parser.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    phase_main(pretrain_roles, argv, starts_from="arith-skills", snapshots="roles")
 
 
 if __name__ == "__main__":
