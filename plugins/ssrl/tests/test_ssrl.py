@@ -8,6 +8,7 @@ import pytest
 from stackrl import Samples
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.scripted import CharTokenizer
 from stackrl_ssrl.masking import information_mask, information_spans
 from stackrl_ssrl.rules import combined, exact_match, final_answer, format_score, normalize
 
@@ -75,21 +76,9 @@ def test_the_reward_is_nine_tenths_outcome_and_one_tenth_format():
     assert combined(1.0, 0.0, outcome_weight=0.5, format_weight=0.5) == 0.5
 
 
-class CharTokenizer:
-    """One character a token; 9 is the end-of-sequence token, dropped when decoding."""
-
-    eos = 9
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(i) for i in ids if not (skip_special_tokens and i == self.eos))
-
-
 def test_information_blocks_are_masked_tags_included_and_nothing_else():
     text = "<think>a</think><search>q</search><information>x\ny</information><think>b</think><answer>c</answer>"
-    ids = [ord(c) for c in text] + [CharTokenizer.eos]
+    ids = [ord(c) for c in text] + [CharTokenizer.eos_token_id]
     mask = information_mask(CharTokenizer(), ids)
     start, end = text.index("<information>"), text.index("</information>") + len("</information>")
     assert mask == [1] * start + [0] * (end - start) + [1] * (len(ids) - end)
