@@ -79,43 +79,6 @@ def test_row_weights_change_the_rows_drawn_next():
     assert set(pool.draw(4, step=4)) == {0, 1}
 
 
-def test_each_plugins_weights_are_its_own_and_the_draw_multiplies_them():
-    """Two plugins steering one pool each narrow the draw, in either order; neither overrides the other."""
-    for first, second in (("curriculum", "filter"), ("filter", "curriculum")):
-        pool = hand_built()
-        curriculum, filter_ = PoolAccess(pool, "curriculum", 3), PoolAccess(pool, "filter", 3)
-        steps = {"curriculum": lambda: curriculum.set_category_weights({"easy": 1.0, "mid": 3.0}),
-                 "filter": lambda: filter_.set_category_weights({"mid": 2.0, "hard": 1.0})}
-        steps[first](), steps[second]()
-        assert pool.category_weights == {"mid": 6.0}  # the one category both weigh, at the product
-        assert curriculum.category_weights == {"easy": 1.0, "mid": 3.0}  # each reads back its own
-        assert filter_.drawn_category_weights == {"mid": 6.0}
-        assert set(pool.draw(4, step=3)) == {2, 3}
-    filter_.set_category_weights(None)  # withdraws the filter's alone
-    assert pool.category_weights == {"easy": 1.0, "mid": 3.0}
-
-    pool = hand_built()
-    PoolAccess(pool, "curriculum", 3).set_row_weights({0: 0.0, 1: 2.0})
-    PoolAccess(pool, "filter", 3).set_row_weights({1: 3.0, 2: 0.0})
-    PoolAccess(pool, "curriculum", 4).set_row_weights({3: 0.5})  # adds to the curriculum's own, keeps row 1's
-    assert [pool.stats(i).weight for i in range(6)] == [0.0, 6.0, 0.0, 0.5, 1.0, 1.0]
-    assert 0 not in pool.draw(12, step=4) and 2 not in pool.draw(12, step=5)
-
-
-def test_a_checkpoint_from_before_per_plugin_weights_loads_as_the_last_changers(tmp_path):
-    pool = hand_built()
-    steer(pool).set_category_weights({"easy": 1.0, "hard": 2.0})
-    steer(pool).set_row_weights({0: 0.0})
-    state = pool.state_dict()
-    assert state["category_weights"] == {"steerer": {"easy": 1.0, "hard": 2.0}}
-    old = {**state, "category_weights": {"easy": 1.0, "hard": 2.0}, "row_weights": {0: 0.0}}
-    restored = hand_built()
-    restored.load_state_dict(old)
-    assert restored.state_dict()["category_weights"] == state["category_weights"]
-    assert restored.state_dict()["row_weights"] == state["row_weights"]
-    assert restored.draw(20, step=4) == pool.draw(20, step=4)
-
-
 def test_retired_rows_are_never_drawn_again():
     pool = hand_built()
     steer(pool).retire([0, 2, 4])
@@ -197,11 +160,6 @@ def test_a_dry_pool_names_the_plugin_and_step():
     steer(pool).set_category_weights({"easy": 1.0})
     steer(pool).retire([0, 1])
     with pytest.raises(PluginError, match="no category with a positive weight"):
-        pool.draw(1, step=4)
-    pool = hand_built()
-    PoolAccess(pool, "curriculum", 3).set_category_weights({"easy": 1.0})
-    PoolAccess(pool, "filter", 3).set_category_weights({"hard": 1.0})
-    with pytest.raises(PluginError, match=r"multiplied.*'curriculum': \{'easy': 1.0\}; 'filter': \{'hard': 1.0\}"):
         pool.draw(1, step=4)
 
 

@@ -10,10 +10,6 @@ every training batch itself:
   a row to draw), then a row of that category; without them, a row of the whole pool;
 - a row is drawn among the rows not yet drawn in the current cycle, with probability proportional to its weight
   (default 1); when none is left (in the category, or in the pool), a new cycle begins there;
-- each plugin's weights are its own (setting them again replaces that plugin's alone), and the draw multiplies
-  them: a row weighs the product of every plugin's weight for it, and a category the product of its weights in
-  every plugin that set category weights (a category one of them leaves out weighs 0). Stacked plugins that steer
-  the pool thus each narrow the draw, whatever order they run in, rather than the last one overriding the others;
 - each drawn row is repeated ``num_generations`` times in a row, and each process takes its slice, as from TRL's
   sampler.
 
@@ -82,8 +78,8 @@ class Pool:
         self._label_free: list[bool] = [answer_column not in self._columns] * len(dataset)
         self._added: list[dict] = []  # {"id", "step", "plugin", "stage", "label_free", "row"}
         self._retired: set[int] = set()
-        self._row_weights: dict[str, dict[int, float]] = {}  # by plugin
-        self._category_weights: dict[str, dict[str, float]] = {}  # by plugin
+        self._row_weights: dict[int, float] = {}
+        self._category_weights: dict[str, float] | None = None
         self._used: set[int] = set()  # drawn in the current cycle
         self._times_drawn: dict[int, int] = {}
         self._pass_rate: dict[int, float | None] = {}
@@ -126,20 +122,7 @@ class Pool:
 
     @property
     def category_weights(self) -> dict[str, float] | None:
-        """The weights the draw uses: for each category every plugin's weights name, their product; ``None`` while
-        no plugin sets category weights."""
-        if not self._category_weights:
-            return None
-        tables = list(self._category_weights.values())
-        return {c: math.prod(t[c] for t in tables) for c in tables[0] if all(c in t for t in tables)}
-
-    def plugin_category_weights(self, plugin: str) -> dict[str, float] | None:
-        """The category weights ``plugin`` set, or ``None``."""
-        weights = self._category_weights.get(plugin)
-        return None if weights is None else dict(weights)
-
-    def _row_weight(self, row: int) -> float:
-        return math.prod(weights.get(row, 1.0) for weights in self._row_weights.values())
+        return None if self._category_weights is None else dict(self._category_weights)
 
     def categories(self) -> list[str | None]:
         """The categories of the rows that can be drawn, in order of first appearance."""
@@ -157,7 +140,7 @@ class Pool:
             stage=self._stage[row],
             label_free=self._label_free[row],
             retired=row in self._retired,
-            weight=self._row_weight(row),
+            weight=self._row_weights.get(row, 1.0),
             times_drawn=self._times_drawn.get(row, 0),
             last_pass_rate=self._pass_rate.get(row),
             last_abs_advantage=self._abs_advantage.get(row),
@@ -195,16 +178,15 @@ class Pool:
                         f"row of the pool has; categories: {', '.join(map(repr, self.categories())) or 'none'}"
                     )
                 self._check_weight(weight, f"category {name!r}", plugin, step)
-            self._category_weights[plugin] = {name: float(w) for name, w in weights.items()}
-        else:
-            self._category_weights.pop(plugin, None)
+            weights = {name: float(w) for name, w in weights.items()}
+        self._category_weights = weights
         self._changed(plugin, step)
 
     def set_row_weights(self, weights: dict, plugin: str, step: int) -> None:
         for row, weight in weights.items():
             self._check_id(row, "set_row_weights", plugin, step)
             self._check_weight(weight, f"row {row}", plugin, step)
-        self._row_weights.setdefault(plugin, {}).update({int(row): float(w) for row, w in weights.items()})
+        self._row_weights.update({int(row): float(w) for row, w in weights.items()})
         self._changed(plugin, step)
 
     def retire(self, rows, plugin: str, step: int) -> None:
@@ -261,7 +243,7 @@ class Pool:
                 raise
         self._retired.update(old)
         self._retired.difference_update(ids)
-        self._category_weights.clear()
+        self._category_weights = None
         self._used.clear()
         self._changed(plugin, step)
         return ids
@@ -270,7 +252,7 @@ class Pool:
 
     def draw(self, count: int, step: int) -> list[int]:
         """The ids of the next batch's ``count`` problems, drawn as the module docstring says."""
-        drawable = [i for i in self.active_rows() if self._row_weight(i) > 0]
+        drawable = [i for i in self.active_rows() if self._row_weights.get(i, 1.0) > 0]
         by_category: dict[str | None, list[int]] = {}
         for i in drawable:
             by_category.setdefault(self._category[i], []).append(i)
@@ -286,13 +268,11 @@ class Pool:
         self._last_batch = list(rows)
 
     def _draw_one(self, drawable: list[int], by_category: dict, step: int) -> int:
-        weights = self.category_weights
-        if weights is not None:
+        if self._category_weights is not None:
+            weights = self._category_weights
             choices = [c for c, w in weights.items() if w > 0 and c in by_category]
             if not choices:
-                each = "; ".join(f"'{plugin}': {table}" for plugin, table in self._category_weights.items())
-                self._dry(step, f"no category with a positive weight has a row left to draw (the weights are "
-                                f"multiplied, category by category: {each})")
+                self._dry(step, "no category with a positive weight has a row left to draw")
             drawable = by_category[choices[self._pick([weights[c] for c in choices])]]
         if not drawable:
             self._dry(step, "every row is retired or weighs 0")
@@ -300,7 +280,7 @@ class Pool:
         if not unused:  # a new cycle, in this category or in the whole pool
             self._used.difference_update(drawable)
             unused = drawable
-        row = unused[self._pick([self._row_weight(i) for i in unused])]
+        row = unused[self._pick([self._row_weights.get(i, 1.0) for i in unused])]
         self._used.add(row)
         return row
 
@@ -316,8 +296,8 @@ class Pool:
             "added": [dict(record) for record in self._added],
             "columns": list(self._columns),
             "retired": sorted(self._retired),
-            "row_weights": {plugin: dict(weights) for plugin, weights in self._row_weights.items()},
-            "category_weights": {plugin: dict(weights) for plugin, weights in self._category_weights.items()},
+            "row_weights": dict(self._row_weights),
+            "category_weights": self.category_weights,
             "used": sorted(self._used),
             "times_drawn": dict(self._times_drawn),
             "pass_rate": dict(self._pass_rate),
@@ -341,9 +321,8 @@ class Pool:
             self._label_free.append(record["label_free"])
         self._columns = list(state["columns"])
         self._retired = set(state["retired"])
-        owner = "" if state["changed_by"] is None else state["changed_by"][0]
-        self._row_weights = _by_plugin(state["row_weights"], owner)
-        self._category_weights = _by_plugin(state["category_weights"], owner)
+        self._row_weights = dict(state["row_weights"])
+        self._category_weights = state["category_weights"]
         self._used = set(state["used"])
         self._times_drawn = dict(state["times_drawn"])
         self._pass_rate = dict(state["pass_rate"])
@@ -409,16 +388,6 @@ class Pool:
         return json.loads(json.dumps(row))
 
 
-def _by_plugin(weights: dict | None, owner: str) -> dict[str, dict]:
-    """A checkpoint's weights, by plugin. A checkpoint from before each plugin's weights were kept apart holds one
-    table, whose weights are taken as ``owner``'s (the last plugin to change the pool)."""
-    if not weights:
-        return {}
-    if all(isinstance(table, dict) for table in weights.values()):
-        return {plugin: dict(table) for plugin, table in weights.items()}
-    return {owner: dict(weights)}
-
-
 class PoolAccess:
     """``ctx.pool``: the run's prompt pool, as one plugin sees it at one step (changes name the plugin and step)."""
 
@@ -431,9 +400,7 @@ class PoolAccess:
     batches = property(lambda self: self._pool.batches, doc=Pool.batches.__doc__)
     last_batch = property(lambda self: self._pool.last_batch, doc=Pool.last_batch.__doc__)
     stage = property(lambda self: self._pool.stage, doc="The current stage: 0, plus one per switch_dataset.")
-    category_weights = property(lambda self: self._pool.plugin_category_weights(self._plugin),
-                                doc="The category weights this plugin set, or None.")
-    drawn_category_weights = property(lambda self: self._pool.category_weights, doc=Pool.category_weights.__doc__)
+    category_weights = property(lambda self: self._pool.category_weights, doc="The category weights, or None.")
     chat = property(lambda self: self._pool.chat, doc=Pool.chat.__doc__)
 
     def categories(self) -> list[str | None]:
@@ -454,12 +421,11 @@ class PoolAccess:
 
     def set_category_weights(self, weights: dict[str, float] | None) -> None:
         """Draw each problem's category with probability proportional to ``weights`` (categories left out weigh
-        0), multiplied by the other plugins' category weights; ``None`` withdraws this plugin's."""
+        0); ``None`` draws rows from the whole pool again."""
         self._pool.set_category_weights(weights, self._plugin, self._step)
 
     def set_row_weights(self, weights: dict[int, float]) -> None:
-        """Weigh these rows (default 1; 0 never draws a row) within their category or the pool, multiplied by
-        the other plugins' weights for them."""
+        """Weigh these rows (default 1; 0 never draws a row) within their category or the pool."""
         self._pool.set_row_weights(weights, self._plugin, self._step)
 
     def format_row(self, columns: dict) -> dict:
