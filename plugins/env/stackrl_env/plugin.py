@@ -40,4 +40,7 @@ class Env(stackrl.Plugin):
 
     @hookimpl
     def reward(self, ctx):
-        return [float(v) for v in ctx.rollout.columns[RETURN_COLUMN]]
+        returns = ctx.rollout.columns.get(RETURN_COLUMN)
+        if returns is None:  # another plugin generated the rollout (exclusive.generate_rollout): no episode to score
+            return [None] * len(ctx.rollout)
+        return [float(v) for v in returns]
