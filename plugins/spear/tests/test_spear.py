@@ -141,3 +141,17 @@ def test_state_round_trips():
     assert other.buffer.group_means == [0.5, 1.0]
     assert [(r.prompt_ids, r.completion_ids, r.utility, r.step, r.behaviour_logprobs) for r in other.buffer.library] \
         == [([1, 2], [7], 1.0, 4, [-1.0])]
+
+
+
+def test_state_loads_from_a_weights_only_checkpoint(tmp_path):
+    """The checkpoint entry is stored with torch.save and read back with a weights-only load, as a resume does."""
+    plugin = make_plugin("spear")
+    plugin.buffer.observe([0.25, 0.75])
+    plugin.buffer.store(record([3], [4, 5], 1.0, step=2))
+    torch.save({"spear": plugin.state_dict()}, tmp_path / "stackrl_plugins.pt")
+    restored = make_plugin("spear")
+    restored.load_state_dict(torch.load(tmp_path / "stackrl_plugins.pt", weights_only=True)["spear"])
+    assert restored.buffer.baseline() == 0.5
+    assert [(r.completion_ids, r.behaviour_logprobs) for r in restored.buffer.best([3], k=1)[0][:1]] == \
+        [([4, 5], [-1.0, -1.0])]
