@@ -6,7 +6,7 @@ plugin: the first line of a row that is wrong in itself (the host's ``first_wron
 line where that one is right, and each right line written a second time against its first writing. Against plain
 GRPO at equal steps: greedy accuracy on held-out problems.
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/triage/benchmarks/mechanism.py --seeds 0 1 2 --steps 16
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/triage/benchmarks/mechanism.py --seeds 0 1 2 --steps 24 --eval-size 64
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def run(seed: int, steps: int, method: str = "triage", overrides=(), heldout: in
 def main():
     from stackrl.testing.benchmark import arguments, compare
 
-    args = arguments(__doc__.splitlines()[0], steps=16, methods=("triage", "grpo")).parse_args()
+    args = arguments(__doc__.splitlines()[0], steps=24, eval_size=64, methods=("triage", "grpo")).parse_args()
     compare(args, args.methods,
             lambda method, seed, folder: run(seed, args.steps, method, args.overrides, heldout=args.eval_size)[0],
             figures=("accuracy", "wrong_below_right", "repeat_below_first"))
