@@ -22,6 +22,7 @@ from stackrl.tasks.roles import first_wrong_line
 from stackrl.testing.heldout import greedy_accuracy, recipe_config
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "triage-cpu.yaml"
+LABELLER = "triage.labeller=labeller"
 
 
 class Lines:
@@ -96,12 +97,15 @@ def run(seed: int, steps: int, method: str = "triage", overrides=(), heldout: in
     torch.set_num_threads(1)
     try:
         with tempfile.TemporaryDirectory() as out:
+            # the rule labeller asked as the recipe's aux model `labeller` (backend rule), not in the process
+            overrides = [LABELLER, *overrides] if method == "triage" else [o for o in overrides if not o.startswith("triage.")]
             config = recipe_config(RECIPE, plugins=method == "triage", seed=seed, steps=steps, output_dir=out,
-                                   overrides=overrides if method == "triage" else
-                                   [o for o in overrides if not o.startswith("triage.")])
+                                   overrides=overrides)
             trainer = build_trainer(config, monitor=lines)
             trainer.train()
             figures = {"accuracy": greedy_accuracy(trainer, heldout, seed=1000 + seed)} if heldout else {}
+            if method == "triage":  # the requests the aux labeller answered over the run
+                figures["labeller_calls"] = sum(row.get("aux/labeller/calls", 0) for row in trainer.state.log_history)
             if repeats and method == "triage":
                 made = doubled(trainer, repeats, seed)
                 lines.repeat_vs_first += made.repeat_vs_first
