@@ -59,7 +59,7 @@ class Lines:
                 self.outcome_kept.append(abs(sum(mean) / len(mean) - outcome))
 
     def figures(self) -> dict[str, float]:
-        below = lambda pairs: sum(a < b for a, b in pairs) / max(1, len(pairs))  # noqa: E731
+        below = lambda pairs: sum(a < b for a, b in pairs) / len(pairs) if pairs else float("nan")  # noqa: E731
         return {"wrong_rows": len(self.wrong_vs_right), "wrong_below_right": below(self.wrong_vs_right),
                 "repeats": len(self.repeat_vs_first), "repeat_below_first": below(self.repeat_vs_first)}
 
