@@ -1,0 +1,6 @@
+"""The stackrl plugin `triage`: role-typed segment credit (TRIAGE)."""
+
+from stackrl_triage.config import TriageConfig
+from stackrl_triage.plugin import Triage
+
+__all__ = ["Triage", "TriageConfig"]
