@@ -73,6 +73,7 @@ class Monitor:
         self.c, level = trainer._importance  # the run's importance.truncation and importance.level
         assert level == "token", "the monitor checks token-level weights"
         self.sampled: dict = {}  # (batch, prompt, completion) -> log-probs under the policy that sampled it
+        self.fresh_rows = Counter()  # (batch, prompt) -> rows sampled fresh
         self.batch, self.seen_rollout, self.checked_groups = -1, None, set()
         self.counts, self.notes = Counter(), []
         trainer._compute_loss = self
@@ -99,11 +100,11 @@ class Monitor:
         ages = rollout.columns[AGE]
         stored = defaultdict(int)  # prompt -> fresh rows sampled within the age limit before this batch
         too_old = defaultdict(int)  # prompt -> those sampled earlier still
-        for (batch, prompt, _), _ in self.sampled.items():
+        for (batch, prompt), rows in self.fresh_rows.items():
             if 1 <= self.batch - batch <= self.max_age:
-                stored[prompt] += 1
+                stored[prompt] += rows
             elif self.batch - batch > self.max_age:
-                too_old[prompt] += 1
+                too_old[prompt] += rows
         self.now = {}
         # GRPO's advantages from the rewards (the recipe's only component, exact_match at weight 1), by hand
         self.grpo = grpo_advantages(rollout.rewards["exact_match"].float(), self.size)
@@ -115,6 +116,7 @@ class Monitor:
                 if rollout.behaviour_logprobs is not None and rollout.behaviour_logprobs[row] is not None:
                     self.miss(("fresh row marked", self.batch, row))
                 self.sampled[(self.batch, tuple(prompt), tuple(completion))] = now
+                self.fresh_rows[(self.batch, tuple(prompt))] += 1
                 continue
             self.counts["replayed"] += 1
             if old > self.max_age:
@@ -124,7 +126,10 @@ class Monitor:
             if want is None or not torch.allclose(got, want, atol=1e-4):
                 self.miss(("behaviour log-probs", self.batch, row, old))
             ratio = torch.exp(now - got)
-            self.counts["clipped"] += int((ratio > self.c + 1e-3).sum())
+            # tokens the truncation changes in the loss (a row of advantage 0 is 0 whatever its weight)
+            if abs(float(self.grpo[row])) > 1e-6:
+                self.counts["replayed_signal"] += 1
+                self.counts["clipped"] += int((ratio > self.c + 1e-3).sum())
         for group in range(len(rollout) // self.size):
             rows = range(group * self.size, (group + 1) * self.size)
             replayed = sum(ages[r] > 0 for r in rows)
