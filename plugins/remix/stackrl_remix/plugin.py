@@ -8,6 +8,7 @@ evaluation only; the training rules here follow the paper (see the README's tabl
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import stackrl
@@ -56,6 +57,7 @@ class Remix(stackrl.Plugin):
         self.library = ExperienceLibrary(self.config.experience, "remix")
         self.batches = 0  # rollout batches generated for training so far: a record's `step` is its batch's index
         self._fresh: list[int] | None = None  # this batch's fresh rows, stored in the advantage stage
+        self.known: dict[str, list[int]] = {}  # a prompt (prompt_key) with stored rows -> its token ids
 
     def check_run(self, run):
         notes = []
@@ -75,7 +77,7 @@ class Remix(stackrl.Plugin):
     def generate_rollout(self, prompts, ctx):
         self._fresh = None
         if self.reincarnated(ctx.step):
-            self.library = ExperienceLibrary(self.config.experience, "remix")
+            self.library, self.known = ExperienceLibrary(self.config.experience, "remix"), {}
             ctx.acted(0, of=len(prompts), hint="remix.on_policy_from has passed: sampling on-policy")
             return None
         batch, size = self.batches, ctx.group_size
@@ -83,17 +85,19 @@ class Remix(stackrl.Plugin):
         for record in list(self.library):
             if not usable(record, batch, self.config.max_age):
                 self.library.remove(record.key)
+        self.known = {k: ids for k, ids in self.known.items() if self.library.of_prompt(ids)}
         groups, n_fresh = len(prompts) // size, fresh_count(size, self.config.fresh_share)
-        first = ctx.generate([prompts[g * size + j] for g in range(groups) for j in range(n_fresh)])
-        picked = [pick_stale(self.library.of_prompt(first[g * n_fresh].prompt_ids), batch, self.config.max_age,
-                             size - n_fresh) for g in range(groups)]
-        short = [g for g in range(groups) for _ in range(size - n_fresh - len(picked[g]))]
-        more = iter(ctx.generate([prompts[g * size] for g in short]) if short else [])
+        keys = [prompt_key(prompts[g * size]) for g in range(groups)]
+        picked = [pick_stale(self.library.of_prompt(self.known[k]), batch, self.config.max_age, size - n_fresh)
+                  if k in self.known else [] for k in keys]
+        # One call: each group's fresh rows, and as many more as its stored rows fall short of filling it.
+        sampled = iter(ctx.generate([prompts[g * size] for g in range(groups) for _ in range(size - len(picked[g]))]))
         completions, behaviour, ages, fresh = [], [], [], []
         for g in range(groups):
-            rows = [(list(s.completion_ids), None, 0) for s in first[g * n_fresh:(g + 1) * n_fresh]]
+            new = [next(sampled) for _ in range(size - len(picked[g]))]
+            self.known[keys[g]] = list(new[0].prompt_ids)
+            rows = [(list(s.completion_ids), None, 0) for s in new]
             rows += [(list(r.completion_ids), list(r.behaviour_logprobs), age(r, batch)) for r in picked[g]]
-            rows += [(list(next(more).completion_ids), None, 0) for _ in range(size - len(rows))]
             for ids, logprobs, old in rows:
                 if old == 0:
                     fresh.append(len(completions))
@@ -128,9 +132,16 @@ class Remix(stackrl.Plugin):
 
     @stackrl.hookimpl
     def state_dict(self):
-        return {"library": self.library.state_dict(), "batches": self.batches}
+        return {"library": self.library.state_dict(), "batches": self.batches, "known": self.known}
 
     @stackrl.hookimpl
     def load_state_dict(self, state):
         self.library.load_state_dict(state["library"])
         self.batches = int(state["batches"])
+        self.known = {k: list(ids) for k, ids in state["known"].items()}
+
+
+def prompt_key(prompt) -> str:
+    """A prompt as the batch gives it (text, chat messages or token ids), as a key: the library finds a prompt's
+    rows by its token ids, known once the policy has sampled it."""
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)

@@ -83,7 +83,7 @@ def step(plugin, ctx, groups=2):
 def test_half_fresh_half_replayed_with_their_behaviour_log_probs():
     plugin = make_plugin("remix", fresh_share=0.5, max_age=2)
     first = step(plugin, Stub(step=0))
-    # Nothing stored yet: every row sampled now (two fresh, then two more to fill each group), none marked.
+    # Nothing stored yet: every row sampled now, in one call, none marked.
     assert first.columns[AGE] == [0] * 8 and first.behaviour_logprobs == [None] * 8
     assert len(plugin.library) == 8
     ctx = Stub(step=1)
@@ -91,9 +91,9 @@ def test_half_fresh_half_replayed_with_their_behaviour_log_probs():
     assert [len(c) for c in ctx.calls] == [4], "only the fresh half is generated once rows are stored"
     assert second.columns[AGE] == [0, 0, 1, 1] * 2
     assert ctx.acted_on == (4, 8)
-    # Batch 0 sampled 100, 101 | 102, 103 fresh, then 104, 105 | 106, 107 to fill: the replayed rows are each
-    # prompt's two newest of batch 0, newest first, with batch 0's log-probs.
-    assert second.completion_ids[2:4] == [[105, 7], [104, 7]] and second.completion_ids[6:8] == [[107, 7], [106, 7]]
+    # Batch 0 sampled 100-103 for prompt 0 and 104-107 for prompt 1: the replayed rows are each prompt's two
+    # newest of batch 0, newest first, with batch 0's log-probs.
+    assert second.completion_ids[2:4] == [[103, 7], [102, 7]] and second.completion_ids[6:8] == [[107, 7], [106, 7]]
     assert second.behaviour_logprobs[2] == pytest.approx([-0.5, -0.5]) and second.behaviour_logprobs[0] is None
     third = step(plugin, Stub(step=2))
     # Batch 1's fresh rows are the newest: replayed before batch 0's, each with its own batch's log-probs.
@@ -109,8 +109,9 @@ def test_rows_past_the_age_limit_are_never_replayed():
     third = step(plugin, ctx, groups=2)
     # Prompt 0 has batch 1's rows (age 1); prompt 1 only batch 0's (age 2, past max_age 1): sampled fresh instead.
     assert third.columns[AGE] == [0, 0, 1, 1, 0, 0, 0, 0]
-    assert [len(c) for c in ctx.calls] == [4, 2]
+    assert [len(c) for c in ctx.calls] == [6]
     assert all(record.step >= 1 for record in plugin.library), "the too-old rows were evicted"
+    assert plugin.known == {"p0": [0], "p1": [1]}
 
 
 def test_reincarnation_samples_on_policy_and_empties_the_library():
