@@ -18,7 +18,6 @@ the plugin), and the generation each run did: completions sampled and seconds sp
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
