@@ -23,12 +23,15 @@ from stackrl.blocks.sandbox import SqlAnalysis, SqlResult, analyze, same_rows
 TERMS = ("execution", "syntax", "schema", "ngram", "format")
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+_FENCE = re.compile(r"```(?:sql)?\s*(.*?)\s*```", re.DOTALL | re.IGNORECASE)
 
 
 def query_of(completion: str) -> str:
-    """The query a completion writes: its text up to and including the first ``;`` (all of it, stripped, when
+    """The query a completion writes: the last fenced block's (```sql ... ```, as the authors' code reads an
+    instruction model's reply) or else the text's, up to and including the first ``;`` (all of it, stripped, when
     there is none)."""
-    text = completion.strip()
+    fenced = _FENCE.findall(completion)
+    text = (fenced[-1] if fenced else completion).strip()
     end = text.find(";")
     return text if end < 0 else text[: end + 1]
 

@@ -32,6 +32,7 @@ class TestConformance(PluginConformance):
 def test_the_query_is_the_completion_up_to_its_first_semicolon_and_the_format_one_statement():
     assert terms.query_of("  SELECT 1; junk after") == "SELECT 1;"
     assert terms.query_of("SELECT 1\n") == "SELECT 1"
+    assert terms.query_of("Think.\n```sql\nSELECT 1\n```\nthen\n```sql\nSELECT 2;\n```") == "SELECT 2;"
     assert terms.well_formed("SELECT 1;\n") == 1.0
     assert terms.well_formed("SELECT 1; SELECT 2;") == 0.0 and terms.well_formed("SELECT 1") == 0.0
     assert terms.well_formed("   ") == 0.0
