@@ -37,9 +37,10 @@ def prompt_ids(tokenizer, game: str, observation: str) -> list[int]:
     return tokens(tokenizer, PROMPTS[game] + shown_observation(tokenizer, TEMPLATE, observation, None)[0])
 
 
-def demo_examples(tokenizer, game: str, seed: int) -> list[tuple[list[int], list[int]]]:
-    """(context, ``move: A`` and eos) pairs of every action of every seat of one demonstration episode (both seats
-    played by :func:`demo_action`), each seat's row laid out by the runner's layout."""
+def demo_examples(tokenizer, game: str, seed: int, choose=demo_action) -> list[tuple[list[int], list[int]]]:
+    """(context, ``move: A`` and eos) pairs of every action of every seat of one demonstration episode (every seat
+    played by ``choose(env, rng)``, :func:`demo_action` by default), each seat's row laid out by the runner's layout,
+    seat 0's pairs first."""
     env = load_object(game, key="game")()
     rng = random.Random(seed)
     first = env.reset(seed=seed)
@@ -55,7 +56,7 @@ def demo_examples(tokenizer, game: str, seed: int) -> list[tuple[list[int], list
             view[0] = seen
         elif view[1]:
             view[1][-1][1] = seen
-        action = demo_action(env, rng)
+        action = choose(env, rng)
         view[1].append([f"move: {action}", None])
         observation, _, done, _ = env.step(action)
         if not done:
