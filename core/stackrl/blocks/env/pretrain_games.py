@@ -26,7 +26,7 @@ from pathlib import Path
 from stackrl.tasks.pretrain import RECORD_FILE, _fit, file_hash, recipe_hash
 from stackrl.tasks.pretrain_roles import phase_main
 
-__all__ = ["RECIPE", "evaluate_games", "main", "pretrain_games"]
+__all__ = ["RECIPE", "evaluate_games", "finish_snapshot", "main", "pretrain_games"]
 
 
 def _games_batches(tokenizer, rng: random.Random, batch_size: int):
@@ -120,6 +120,32 @@ def pretrain_games(
                "games": evaluate_games(model, tokenizer, episodes=eval_episodes, seed=seed)}
     summary["eval_seconds"] = round(time.time() - t_eval)
     save(out, summary=summary)
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+def finish_snapshot(folder: str | Path, train_seconds: int) -> dict:
+    """Measure a snapshot a run saved (``--save-every``) and record it as the run of that many steps it is (the rate
+    is constant after warmup and the batches do not depend on the run's length, as in
+    :func:`stackrl.tasks.pretrain_roles.finish_snapshot`): settings ``steps`` k and ``save_every`` 0, the run it came
+    from under ``snapshot``, and the summary :func:`pretrain_games` writes (``train_seconds`` from the run's log)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(folder)
+    record = json.loads((folder / RECORD_FILE).read_text())
+    settings = record["settings"]
+    if settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
+    record["snapshot"] = {**record["snapshot"], "of_steps": settings["steps"], "out": settings["out"]}
+    settings.update(steps=record["snapshot"]["step"], save_every=0, out=str(folder))
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    t_eval = time.time()
+    summary = {"train_seconds": train_seconds, "params": sum(p.numel() for p in model.parameters()),
+               "games": evaluate_games(model, tokenizer, episodes=settings["eval_episodes"], seed=settings["seed"])}
+    summary["eval_seconds"] = round(time.time() - t_eval)
+    record["summary"] = summary
+    (folder / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(summary), flush=True)
     return summary
 
