@@ -108,6 +108,8 @@ def test_an_illegal_move_loses_and_an_unparsed_turn_ends_the_episode():
     assert illegal == {"legal": 0.0, "return": -1.0, "win": 0.0, "draw": 0.0, "loss": 1.0}
     unparsed = play(FakeModel(lambda text: "five"), Tokenizer(), "kuhn_poker", 4)
     assert unparsed["legal"] == 0.0 and unparsed["draw"] == 1.0  # the runner's on_unparsed end: no reward
+    penalised = play(FakeModel(lambda text: "five"), Tokenizer(), "kuhn_poker", 4, penalty=-1.0)
+    assert penalised["return"] == -1.0 and penalised["loss"] == 1.0  # with env.penalty -1
     bandit = play(FakeModel(lambda text: "move: 2"), Tokenizer(), "bandit", 3)
     assert bandit["legal"] == 1.0 and "win" not in bandit and 0.0 <= bandit["return"] <= 5.0
 

@@ -92,13 +92,13 @@ def _continue(model, tokenizer, contexts: list[list[int]], *, greedy: bool, max_
 
 
 def play(model, tokenizer, game: str, episodes: int, *, greedy: bool = True, seed: int = 0,
-         max_new_tokens: int = 16) -> dict[str, float]:
+         max_new_tokens: int = 16, penalty: float = 0.0) -> dict[str, float]:
     """The policy against a random legal opponent in ``episodes`` episodes (seeds ``seed``...; the policy takes
     seat 0 in even episodes and seat 1 in odd ones), each seat's context laid out as the runner lays it out.
     Returns ``legal`` (the share of the policy's turns that stated a legal action), ``return`` (its mean return),
     and in the two-seat games ``win``/``draw``/``loss`` (its return above, equal to or below the opponent's). A
-    turn with no legal action ends the episode as the runner and game do (unparsed: both get 0; illegal: the game's
-    rule)."""
+    turn with no legal action ends the episode as the runner and game do (unparsed: ``penalty`` to the policy, the
+    runner's ``env.penalty``, 0 by default; illegal: the game's rule)."""
     import torch
 
     was_training = model.training
@@ -137,7 +137,8 @@ def play(model, tokenizer, game: str, episodes: int, *, greedy: bool = True, see
                     p["turns"] += 1
                     move = parse_action("move", tokenizer.decode(new, skip_special_tokens=True))
                     if move is None:
-                        p["done"] = True  # the runner's on_unparsed: end, no reward
+                        p["done"] = True  # the runner's on_unparsed: end, the penalty to the seat
+                        p["returns"][p["seat"]] += penalty
                         continue
                     p["legal"] += move.strip() in p["env"].legal_actions()
                     _step(p, move)
