@@ -10,7 +10,7 @@ made with)::
 
 One phase from arith-tiny's weights: ``--steps`` batches of ``--batch-size`` examples, each example one action of a
 fresh demonstration episode of a game drawn uniformly (every seat's actions of the episode, each after its exact
-context: :func:`stackrl.blocks.env.imitation.demo_examples`), AdamW at a constant rate after 50 warmup steps, the loss a mean
+context: :func:`stackrl.blocks.env.imitation.demo_examples`), AdamW at a constant rate after ``--warmup`` steps, the loss a mean
 over examples (the ``_fit`` of the earlier phases). The checkpoint carries ``stackrl_pretrain.json`` with the
 settings, the hash of :data:`RECIPE`, the hash of the starting weights and the figures of
 :func:`evaluate_games`. Arithmetic is not in the mix: the model is a game player (arith-tiny stays the solver).
@@ -42,7 +42,7 @@ def _games_batches(tokenizer, rng: random.Random, batch_size: int):
         pool = pool[batch_size:]
 
 
-def evaluate_games(model, tokenizer, *, episodes: int = 200, seed: int = 0) -> dict[str, dict]:
+def evaluate_games(model, tokenizer, *, episodes: int = 100, seed: int = 0) -> dict[str, dict]:
     """Per game, greedy and sampled at temperature 1, :func:`stackrl.blocks.env.imitation.play`'s figures against the random
     legal opponent on ``episodes`` held-out seeds (from 10**9 + seed; training draws below 2**31 at random)."""
     from stackrl.blocks.env.imitation import play
@@ -80,11 +80,11 @@ def pretrain_games(
     out: str | Path,
     *,
     init: str | Path,
-    steps: int = 1500,
-    batch_size: int = 64,
-    lr: float = 1e-3,
-    warmup: int = 50,
-    eval_episodes: int = 200,
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    warmup: int = 30,
+    eval_episodes: int = 100,
     save_every: int = 0,
     seed: int = 0,
     threads: int | None = None,
