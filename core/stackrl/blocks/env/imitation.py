@@ -92,10 +92,10 @@ def _continue(model, tokenizer, contexts: list[list[int]], *, greedy: bool, max_
 
 
 def play(model, tokenizer, game: str, episodes: int, *, greedy: bool = True, seed: int = 0,
-         max_new_tokens: int = 16, penalty: float = 0.0) -> dict[str, float]:
+         max_new_tokens: int = 32, penalty: float = 0.0) -> dict[str, float]:
     """The policy against a random legal opponent in ``episodes`` episodes (seeds ``seed``...; the policy takes
     seat 0 in even episodes and seat 1 in odd ones), each seat's context laid out as the runner lays it out.
-    Returns ``legal`` (the share of the policy's turns that stated a legal action), ``return`` (its mean return),
+    An action may take ``max_new_tokens`` (the runner's ``env.turn_tokens`` default). Returns ``legal`` (the share of the policy's turns that stated a legal action), ``return`` (its mean return),
     and in the two-seat games ``win``/``draw``/``loss`` (its return above, equal to or below the opponent's). A
     turn with no legal action ends the episode as the runner and game do (unparsed: ``penalty`` to the policy, the
     runner's ``env.penalty``, 0 by default; illegal: the game's rule)."""
