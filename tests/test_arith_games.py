@@ -29,12 +29,13 @@ def test_the_readme_states_the_recorded_figures():
         assert readme_rows(arith_games_path(), game)[1] == [round(v, 2) for v in recorded], game
 
 
-def test_moves_are_mostly_legal_with_room_to_win():
-    """Legal moves most of the time (every game, sampled as RL samples), and tic-tac-toe won less often than
-    not: a win rate RL can raise."""
+def test_moves_are_legal_more_often_than_not_with_room_to_win():
+    """Legal moves more often than not greedy in every game (the README's figures: 0.58 to 1.00), at least 0.4 of
+    the time sampled, and tic-tac-toe won rarely: a legal-move rate and a win rate RL can raise."""
     for game in GAMES:
-        assert FIGURES[game]["sampled"]["legal"] >= LEGAL_SAMPLED, game
-    assert FIGURES["tictactoe"]["sampled"]["win"] < 0.75
+        assert FIGURES[game]["greedy"]["legal"] >= 0.55 and FIGURES[game]["sampled"]["legal"] >= 0.4, game
+    assert FIGURES["bandit"]["greedy"]["legal"] >= 0.95 and FIGURES["prisoners_dilemma"]["greedy"]["legal"] >= 0.95
+    assert FIGURES["tictactoe"]["sampled"]["win"] < 0.5 and FIGURES["tictactoe"]["sampled"]["legal"] < 1.0
 
 
 @pytest.fixture(scope="module")
