@@ -6,14 +6,15 @@ of a normal Hugging Face checkpoint (load it with ``from_pretrained``). The role
 solving (judge, retry and corrupt prompts, verdict words, slipped attempts) come from :mod:`stackrl.tasks.roles`,
 the task's states and transitions from :mod:`stackrl.tasks.transitions`, its decomposer-solver pipeline from
 :mod:`stackrl.tasks.decomposition`, its questions answered by a program from :mod:`stackrl.tasks.programs`; the
-text-to-SQL task ``sql`` is :mod:`stackrl.tasks.sql`.
+text-to-SQL task ``sql`` is :mod:`stackrl.tasks.sql`; ``games`` (the prompts of the environment runner's built-in games) is
+:mod:`stackrl.tasks.games`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import arithmetic, decomposition, programs, roles, sql, transitions
+from . import arithmetic, decomposition, games, programs, roles, sql, transitions
 from .roles import (
     CORRECT,
     CORRUPT_MARKER,
@@ -74,13 +75,21 @@ def arith_code_path() -> Path:
     return _shipped("arith-code")
 
 
-TASKS = {"arithmetic": arithmetic.make_dataset, "sql": sql.make_dataset}
+def arith_games_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-games`` checkpoint: arith-tiny taught to play the environment
+    runner's built-in games by imitating random legal moves (:mod:`stackrl.tasks.games`; its README.md says how it
+    was made and what it can do)."""
+    return _shipped("arith-games")
+
+
+TASKS = {"arithmetic": arithmetic.make_dataset, "sql": sql.make_dataset, "games": games.make_dataset}
 ANSWER_FORMATS = {"arithmetic": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
 BUILTIN_MODELS = {
     "stackrl/arith-tiny": arith_tiny_path,
     "stackrl/arith-skills": arith_skills_path,
     "stackrl/arith-roles": arith_roles_path,
     "stackrl/arith-code": arith_code_path,
+    "stackrl/arith-games": arith_games_path,
 }
 
 __all__ = [
@@ -99,6 +108,7 @@ __all__ = [
     "VERDICT_PREFIX",
     "WRONG",
     "arith_code_path",
+    "arith_games_path",
     "arith_roles_path",
     "arith_skills_path",
     "arith_tiny_path",
@@ -107,6 +117,7 @@ __all__ = [
     "compare_line",
     "corrupt_prompt",
     "decomposition",
+    "games",
     "first_wrong_line",
     "judge_prompt",
     "judged_wrong_step",
