@@ -47,14 +47,13 @@ def execution_groups(results: list[SqlResult]) -> list[Group]:
     return sorted(groups, key=lambda group: (-group.votes, group.first))
 
 
-def candidates(results: list[SqlResult], count: int = 2) -> list[int]:
-    """The first sample of each of the ``count`` largest groups: the queries shown to the reviser, the voted one
-    first. Empty when no query ran."""
-    return [group.first for group in execution_groups(results)[:count]]
+def candidates(groups: list[Group], count: int = 2) -> list[int]:
+    """The first sample of each of the ``count`` largest ``groups``: the queries shown to the reviser, the voted
+    one first. Empty when no query ran."""
+    return [group.first for group in groups[:count]]
 
 
-def voted(results: list[SqlResult]) -> int:
+def voted(groups: list[Group]) -> int:
     """The self-consistency choice: the first query of the largest group, or sample 0 when no query ran (the
     authors draw one at random there; either is wrong, and this one is the same on every process)."""
-    chosen = candidates(results, 1)
-    return chosen[0] if chosen else 0
+    return groups[0].first if groups else 0

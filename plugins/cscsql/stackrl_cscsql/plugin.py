@@ -21,7 +21,7 @@ from pathlib import Path
 
 import stackrl
 from stackrl.blocks.sandbox import SqlDatabase, SqlResult, same_rows
-from stackrl_cscsql.consistency import candidates, voted
+from stackrl_cscsql.consistency import candidates, execution_groups, voted
 from stackrl_cscsql.revision import is_reviser_prompt, reviser_prompt
 
 
@@ -80,6 +80,7 @@ class Cscsql(stackrl.Plugin):
         super().__init__(config)
         self.databases = Databases(self.config.timeout_s)
         self.pending: list[dict] = []  # reviser rows made in the reward stage, added to the pool in post_step
+        self.last_groups: list[list[tuple[int, ...]]] = []  # the last reward stage's groups, per prompt (to inspect)
 
     @stackrl.hookimpl
     def reward(self, ctx):
@@ -91,6 +92,7 @@ class Cscsql(stackrl.Plugin):
                       f"cscsql.solution_column {config.solution_column!r} is no column (data.source: sql has both)")
             return [math.nan] * len(rollout)
         rewards, ran, sampled, votes, covered, revisions = [], 0, [], [], [], []
+        self.last_groups = []
         size = rollout.group_size
         for start in range(0, len(rollout), size):
             setup, solution = setups[start], solutions[start]
@@ -100,11 +102,13 @@ class Cscsql(stackrl.Plugin):
             reference = self.databases.run(setup, solution)
             results = [self.databases.run(setup, text) for text in rollout.completions[start:start + size]]
             right = [same_rows(result, reference) for result in results]
+            groups = execution_groups(results)
+            self.last_groups.append([group.members for group in groups])
             rewards += [float(r) for r in right]
             ran += sum(result.ok for result in results)
             sampled.append(sum(right) / size)
-            votes.append(float(right[voted(results)]))
-            drafts = candidates(results, config.candidates)
+            votes.append(float(right[voted(groups)]))
+            drafts = candidates(groups, config.candidates)
             covered.append(float(any(right[i] for i in drafts)))
             if config.revise and len(drafts) >= 2 and ctx.training and not is_reviser_prompt(rollout.prompts[start]):
                 prompt = reviser_prompt(rollout.prompts[start], [rollout.completions[i] for i in drafts],

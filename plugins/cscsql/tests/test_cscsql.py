@@ -43,7 +43,7 @@ def test_queries_are_grouped_by_their_rows_in_any_order_largest_group_first():
     results = [ok((1,), (2,)), ok((3,)), ok((2,), (1,)), FAILED, ok((3,)), ok((1,), (2,))]
     groups = execution_groups(results)
     assert [g.members for g in groups] == [(0, 2, 5), (1, 4)]
-    assert voted(results) == 0 and candidates(results, 2) == [0, 1]
+    assert voted(groups) == 0 and candidates(groups, 2) == [0, 1]
 
 
 def test_failed_queries_cast_no_vote():
@@ -52,21 +52,23 @@ def test_failed_queries_cast_no_vote():
     errors = [SqlResult([], [], "error", f"error {k}") for k in range(3)]
     results = [errors[0], ok((7,)), errors[1], ok((7,)), errors[2]]
     assert [g.members for g in execution_groups(results)] == [(1, 3)]
-    assert voted(results) == 1
-    assert candidates([FAILED, FAILED]) == [] and voted([FAILED, FAILED]) == 0
+    assert voted(execution_groups(results)) == 1
+    none_ran = execution_groups([FAILED, FAILED])
+    assert none_ran == [] and candidates(none_ran) == [] and voted(none_ran) == 0
 
 
 def test_a_multiset_of_rows_is_one_result_and_ties_keep_sampling_order():
     # (1,),(1,) and (1,) differ as results (same_rows compares multisets); two groups of one: the first sampled wins.
     results = [ok((1,)), ok((1,), (1,)), ok((2,)), ok((2,))]
     assert [g.members for g in execution_groups(results)] == [(2, 3), (0,), (1,)]
-    assert candidates(results, 3) == [2, 0, 1]
+    assert candidates(execution_groups(results), 3) == [2, 0, 1]
 
 
 def test_the_majority_is_voted_when_it_is_a_minority_of_the_texts():
     """Three differently written queries with one result beat two identical texts with another."""
     results = [ok((5,)), ok((9,)), ok((5,)), ok((9,)), ok((5,))]
-    assert voted(results) == 0 and candidates(results) == [0, 1]
+    groups = execution_groups(results)
+    assert voted(groups) == 0 and candidates(groups) == [0, 1]
 
 
 # -- the reviser's prompt ---------------------------------------------------------------------------------------
@@ -117,6 +119,7 @@ def test_reward_is_execution_match_and_the_vote_is_logged():
     got = plugin.reward(reward_context(plugin, rollout(completions), logged=logged, acted=acted))
     assert got == [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
     assert acted == [(5, 6)]  # the query naming a missing column did not run
+    assert plugin.last_groups == [[(0, 3, 5), (1, 4)]]  # by rows (RIGHT_TOO is written otherwise), BROKEN in none
     # Three WRONG against two right: the vote picks WRONG; the top two groups hold a right query.
     assert logged == {"sample_accuracy": pytest.approx(2 / 6), "vote_accuracy": 0.0, "candidates_hold_right": 1.0}
 
@@ -144,7 +147,7 @@ def test_reviser_merges_the_two_largest_groups_and_its_prompts_join_the_pool():
     class Pool:
         added = []
 
-        def add_rows(self, rows):
+        def add_rows(self, rows, *_):
             self.added += rows
 
     pool = Pool()
