@@ -28,6 +28,7 @@ from stackrl.testing.benchmark import one_thread
 from stackrl_cscsql.plugin import Databases
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "cscsql-cpu.yaml"
+HELD_OUT = 100  # the held-out problems (and sampling seed) measured before and after training
 QUERY_TOKENS = 96  # the longest reference query takes 80 tokens
 
 
@@ -121,9 +122,9 @@ def main() -> None:
             trainer = build_trainer(config)
             trainer.train()
             model = trainer.accelerator.unwrap_model(trainer.model)
-            return measure(model, trainer.processing_class, problems=28, group=8, seed=100 + seed)
+            return measure(model, trainer.processing_class, problems=28, group=8, seed=HELD_OUT)
 
-    compare(args, args.methods, trained)
+    compare(args, args.methods, trained, before=lambda folder: run(problems=28, group=8, seed=HELD_OUT))
 
 
 if __name__ == "__main__":

@@ -82,6 +82,11 @@ class Cscsql(stackrl.Plugin):
         self.pending: list[dict] = []  # reviser rows made in the reward stage, added to the pool in post_step
         self.last_groups: list[list[tuple[int, ...]]] = []  # the last reward stage's groups, per prompt (to inspect)
 
+    def check_run(self, run):
+        if self.config.revise:
+            run.need_plain_text("cscsql.revise", "a merge prompt puts the drafts before the SQL task's marker, in the "
+                                "prompt's text")
+
     @stackrl.hookimpl
     def reward(self, ctx):
         rollout, config = ctx.rollout, self.config

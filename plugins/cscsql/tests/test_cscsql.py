@@ -163,3 +163,12 @@ def test_no_merge_for_one_group_nor_for_a_merge_prompt():
     merge = reviser_prompt(PROBLEM["question"], [WRONG, RIGHT], [ok(), ok()])
     plugin.reward(reward_context(plugin, rollout([RIGHT, WRONG], prompt=merge), policy=policy))
     assert policy.asked == [] and plugin.pending == []
+
+
+def test_a_chat_run_with_the_reviser_is_refused(make_config):
+    from stackrl import ConfigError
+    from stackrl.run import validate
+
+    validate(make_config(["cscsql"], data={"chat": True}))  # the reward and the vote work on chat prompts
+    with pytest.raises(ConfigError, match="cscsql.revise: data.chat is true"):
+        validate(make_config(["cscsql"], data={"chat": True}, cscsql={"revise": True}))
