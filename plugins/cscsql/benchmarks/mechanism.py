@@ -13,9 +13,10 @@ are grouped by their text, and when the failed queries form a group of their own
 
 The main (``--train``) trains configs/recipes/cscsql-cpu.yaml with the reviser against the same recipe without it
 (GRPO on the plugin's execution reward alone: no built-in reward reads a query) at equal steps, three seeds, and
-measures the figures above after training.
+measures the figures above after training, with the reviser's logged accuracy on its merge prompts during training
+(``revised_accuracy``) and the merge prompts added to the pool (``reviser_rows``).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/cscsql/benchmarks/mechanism.py --seeds 0 1 2
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/cscsql/benchmarks/mechanism.py --steps 12 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def main() -> None:
     from stackrl.testing.heldout import recipe_config
     from stackrl.run import build_trainer
 
-    args = arguments(__doc__.splitlines()[0], steps=16, methods=("cscsql", "grpo"))
+    args = arguments(__doc__.splitlines()[0], steps=16, methods=("cscsql", "grpo")).parse_args()
     overrides = {"cscsql": ["cscsql.revise=true"], "grpo": ["cscsql.revise=false"]}
 
     def trained(method: str, seed: int, folder: Path) -> dict:
@@ -122,7 +123,12 @@ def main() -> None:
             trainer = build_trainer(config)
             trainer.train()
             model = trainer.accelerator.unwrap_model(trainer.model)
-            return measure(model, trainer.processing_class, problems=28, group=8, seed=HELD_OUT)
+            figures = measure(model, trainer.processing_class, problems=28, group=8, seed=HELD_OUT)
+        logged = [row for row in trainer.state.log_history if "cscsql/revised_accuracy" in row]
+        figures["reviser_rows"] = sum(row.get("cscsql/reviser_rows_added", 0.0) for row in trainer.state.log_history)
+        figures["revised_accuracy"] = (sum(row["cscsql/revised_accuracy"] for row in logged) / len(logged)
+                                       if logged else float("nan"))
+        return figures
 
     compare(args, args.methods, trained, before=lambda folder: run(problems=28, group=8, seed=HELD_OUT))
 
