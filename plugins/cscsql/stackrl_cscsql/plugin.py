@@ -14,7 +14,6 @@ merge reviser (``revision``), whose prompts join the prompt pool so that GRPO tr
 from __future__ import annotations
 
 import hashlib
-import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,14 +94,14 @@ class Cscsql(stackrl.Plugin):
         if setups is None or solutions is None:
             ctx.acted(0, of=len(rollout), hint=f"cscsql.setup_column {config.setup_column!r} or "
                       f"cscsql.solution_column {config.solution_column!r} is no column (data.source: sql has both)")
-            return [math.nan] * len(rollout)
+            return [None] * len(rollout)
         rewards, ran, sampled, votes, covered, revisions = [], 0, [], [], [], []
         self.last_groups = []
         size = rollout.group_size
         for start in range(0, len(rollout), size):
             setup, solution = setups[start], solutions[start]
             if not setup or not solution:
-                rewards += [math.nan] * size
+                rewards += [None] * size
                 continue
             reference = self.databases.run(setup, solution)
             results = [self.databases.run(setup, text) for text in rollout.completions[start:start + size]]

@@ -3,7 +3,6 @@ hand-written queries of the built-in SQL task, the reviser's plumbing with a scr
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
@@ -128,7 +127,7 @@ def test_rows_without_tables_are_left_unscored():
     plugin, acted = make_plugin("cscsql"), []
     arithmetic = rollout(["The answer is 3."] * 2, prompt="What is 1 + 2?", columns={"answer": ["3", "3"]})
     got = plugin.reward(reward_context(plugin, arithmetic, acted=acted))
-    assert all(math.isnan(v) for v in got) and acted == [(0, 2)]
+    assert got == [None, None] and acted == [(0, 2)]
 
 
 def test_reviser_merges_the_two_largest_groups_and_its_prompts_join_the_pool():
