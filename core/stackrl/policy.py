@@ -220,6 +220,12 @@ class PolicyAccess:
         """The tokens that end a completion: the tokenizer's end-of-sequence and every one the model declares."""
         return list(self._trainer.eos_token_ids)
 
+    @property
+    def aux_model_names(self) -> tuple[str, ...]:
+        """The names of the run's auxiliary models (``aux_models:``), in the config's order; empty where none."""
+        aux = aux_models_of(self._trainer)
+        return () if aux is None else tuple(aux.models)
+
     # -- splitting work over processes --------------------------------------------------------------------------
 
     def _local(self, items: list) -> list:
