@@ -87,6 +87,7 @@ class Rler(stackrl.Plugin):
         super().__init__(config)
         self.active: list[str] = list(self.config.estimators)  # those of this run (absent: skip leaves some out)
         self.last: list[Ensembled] = []  # the last rollout's groups, for the benchmark's monitor
+        self.last_votes: list[dict] = []  # and their votes: {"rows": the policy's answers, "votes": by estimator}
         self.snapshot_taken = False
 
     def check_run(self, run):
@@ -147,10 +148,11 @@ class Rler(stackrl.Plugin):
         others = self.votes(ctx, [rollout.prompts[g * size] for g in range(groups)], extract)
         if len(self.active) < len(self.config.estimators):
             ctx.warn("absent_estimators", len(self.config.estimators) - len(self.active))
-        self.last = []
+        self.last, self.last_votes = [], []
         for g in range(groups):
             mine = rows[g * size:(g + 1) * size]
             votes = ({POLICY: mine} if POLICY in self.active else {}) | {name: others[name][g] for name in others}
+            self.last_votes.append({"rows": mine, "votes": votes})
             self.last.append(ensemble_reward(mine, votes, config.weights, interpolation=config.interpolation,
                                              math_verify=config.math_verify))
         rewards = torch.tensor([r for group in self.last for r in group.rewards], dtype=torch.float32)
