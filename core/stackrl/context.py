@@ -166,6 +166,11 @@ class _Context:
         """The tokens that end a completion (the tokenizer's end-of-sequence and any the model declares)."""
         return self.policy.eos_token_ids
 
+    @property
+    def aux_model_names(self) -> tuple[str, ...]:
+        """The run's auxiliary models by name (``aux_models:``), which ``model=`` may name; empty where none."""
+        return self.policy.aux_model_names
+
     def generate(self, prompts: list, *, model: str = "policy", **sampling) -> list:
         """Sample one completion per prompt with the policy, the reference or a snapshot; see
         :meth:`stackrl.policy.PolicyAccess.generate`."""

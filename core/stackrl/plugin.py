@@ -37,6 +37,8 @@ class RunFacts:
     components: tuple[str, ...]  # the run's reward components
     # The sandbox section: a plugin that runs programs checks it with stackrl.blocks.sandbox.check_isolation.
     sandbox: SandboxSection = field(default_factory=SandboxSection)
+    # The names the config's aux_models section declares (docs/hooks.md, "Auxiliary models"), in its order.
+    aux_models: tuple[str, ...] = ()
 
     def past_end(self, key: str, first_step: int, what: str) -> str | None:
         """A note where the setting ``key`` first acts at training step ``first_step`` (counted from 1, as the

@@ -154,6 +154,10 @@ class Snapshot:
             # A forward set on the instance is a patch whose closure may call the live model's forward (TRL's
             # fused LM head does): the copy runs its class's own forward.
             module.__dict__.pop("forward", None)
+            # bitsandbytes' 4-bit layers repack their weight in place for a CPU kernel on an eval-mode forward;
+            # the weight is shared with the live model, which would then train on the repacked one.
+            if getattr(module, "support_avx512bf16_for_cpu", False):
+                module.support_avx512bf16_for_cpu = False
         self.model.train(False)
         # The copied weights, by name: what an update moves, a checkpoint saves and a restore copies back.
         self.own = {n: p for n, p in self.model.named_parameters() if id(p) not in shared}
@@ -219,6 +223,12 @@ class PolicyAccess:
     def eos_token_ids(self) -> list[int]:
         """The tokens that end a completion: the tokenizer's end-of-sequence and every one the model declares."""
         return list(self._trainer.eos_token_ids)
+
+    @property
+    def aux_model_names(self) -> tuple[str, ...]:
+        """The names of the run's auxiliary models (``aux_models:``), in the config's order; empty where none."""
+        aux = aux_models_of(self._trainer)
+        return () if aux is None else tuple(aux.models)
 
     # -- splitting work over processes --------------------------------------------------------------------------
 

@@ -122,6 +122,7 @@ def run_facts(config: LoadedConfig, args: GRPOConfig, columns, components) -> Ru
         source=config.host.data.source,
         components=tuple(components),
         sandbox=config.host.sandbox,
+        aux_models=tuple(config.host.aux_models),
     )
 
 
