@@ -32,10 +32,9 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from stackrl.testing.repository import use_fixture_plugins  # noqa: E402
-from stackrl.testing.steptime import METRICS, Rounds, Variant, use_threads  # noqa: E402
+from stackrl.testing.steptime import Rounds, Variant, settings_line, use_threads  # noqa: E402
 from stackrl.testing.tiny import TINY_TRAINER, build_tiny_model, tiny_config  # noqa: E402
 
-VARIANTS = ("plain", "none", "noop")
 
 # The tiny test settings, with a batch large enough that a step is not all Python noise.
 TRAINER = {
@@ -95,12 +94,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="stackrl-bench-") as work:
         rounds = Rounds(variants(Path(work), opts.steps), warmup=opts.warmup)
-        print(
-            f"settings: batch {TRAINER['per_device_train_batch_size']}, {TRAINER['num_generations']} generations, "
-            f"max_completion_length {TRAINER['max_completion_length']}, torch threads {opts.threads}, "
-            f"{opts.rounds} rounds x {opts.steps} steps per variant ({opts.warmup} warmup steps dropped per round)",
-            flush=True,
-        )
+        print(settings_line(TRAINER, opts.threads, opts.rounds, opts.steps, opts.warmup), flush=True)
         rounds.variants["plain"].run(rounds.dataset)  # warm the process up before anything is timed
         rounds.run(opts.rounds, report=lambda line: print(line, flush=True))
         if opts.profile:
@@ -110,16 +104,11 @@ def main(argv=None) -> int:
     same = all(t == rounds.trajectories["plain"] for t in rounds.trajectories.values())
     print(f"same trajectory in all variants (completion lengths, rewards per step): {same}")
     print("median s/step over all rounds:")
-    for m, what in METRICS.items():
-        cells = "  ".join(f"{v} {rounds.median(v, m):.4f}" for v in VARIANTS)
-        print(f"  {m:>4}: {cells}   [{what}]")
+    for line in rounds.median_lines():
+        print(line)
     for v in ("none", "noop"):
         for m in ("wall", "cpu"):
-            low, q1, median, q3, high = rounds.spread(v, "plain", m)
-            print(
-                f"ratio {v}/plain {m:>4}: {rounds.ratio(v, 'plain', m):.4f}   per-round ratios: median {median:.4f}, "
-                f"quartiles {q1:.4f}-{q3:.4f}, range {low:.4f}-{high:.4f}"
-            )
+            print(rounds.ratio_line(v, "plain", m))
     print(
         f"load average (1/5/15 min) on {os.cpu_count()} CPUs: before {' '.join(f'{x:.2f}' for x in load_before)}, "
         f"after {' '.join(f'{x:.2f}' for x in load_after)}"

@@ -33,10 +33,9 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from stackrl import Plugin, Samples, hookimpl  # noqa: E402
-from stackrl.testing.steptime import METRICS, Rounds, Variant, use_threads  # noqa: E402
+from stackrl.testing.steptime import Rounds, Variant, settings_line, use_threads  # noqa: E402
 from stackrl.testing.tiny import TINY_TRAINER, build_tiny_model, tiny_config  # noqa: E402
 
-VARIANTS = ("plain", "rollout", "quarter", "all")
 MARKED = {"rollout": 0.0, "quarter": 0.25, "all": 1.0}  # the share of each group's rows marked
 
 TRAINER = {
@@ -92,24 +91,14 @@ def main(argv=None) -> int:
     hf_logging.disable_progress_bar()
     with tempfile.TemporaryDirectory(prefix="stackrl-bench-") as work:
         rounds = Rounds(variants(Path(work), opts.steps), warmup=opts.warmup)
-        print(
-            f"settings: batch {TRAINER['per_device_train_batch_size']}, {TRAINER['num_generations']} generations, "
-            f"max_completion_length {TRAINER['max_completion_length']}, torch threads {opts.threads}, "
-            f"{opts.rounds} rounds x {opts.steps} steps per variant ({opts.warmup} warmup steps dropped per round)",
-            flush=True,
-        )
+        print(settings_line(TRAINER, opts.threads, opts.rounds, opts.steps, opts.warmup), flush=True)
         rounds.run(opts.rounds, report=lambda line: print(line, flush=True))
     print("median s/step over all rounds:")
-    for m, what in METRICS.items():
-        cells = "  ".join(f"{v} {rounds.median(v, m):.4f}" for v in VARIANTS)
-        print(f"  {m:>4}: {cells}   [{what}]")
+    for line in rounds.median_lines():
+        print(line)
     for v, baseline in (("rollout", "plain"), ("quarter", "plain"), ("quarter", "rollout"), ("all", "rollout")):
         for m in ("wall", "cpu"):
-            low, q1, median, q3, high = rounds.spread(v, baseline, m)
-            print(
-                f"ratio {v}/{baseline} {m:>4}: {rounds.ratio(v, baseline, m):.4f}   per-round ratios: median "
-                f"{median:.4f}, quartiles {q1:.4f}-{q3:.4f}, range {low:.4f}-{high:.4f}"
-            )
+            print(rounds.ratio_line(v, baseline, m))
     print(f"replay_cost_ratio: {rounds.ratio('quarter', 'rollout', 'cpu'):.4f}")
     print(f"replay_all_cost_ratio: {rounds.ratio('all', 'rollout', 'cpu'):.4f}")
     return 0

@@ -145,6 +145,15 @@ def quantiles(values: list[float]) -> tuple[float, float, float, float, float]:
     return min(values), q1, q2, q3, max(values)
 
 
+def settings_line(trainer: dict, threads: int, rounds: int, steps: int, warmup: int) -> str:
+    """What a benchmark of alternating rounds runs, as its first line says it."""
+    return (
+        f"settings: batch {trainer['per_device_train_batch_size']}, {trainer['num_generations']} generations, "
+        f"max_completion_length {trainer['max_completion_length']}, torch threads {threads}, "
+        f"{rounds} rounds x {steps} steps per variant ({warmup} warmup steps dropped per round)"
+    )
+
+
 class Rounds:
     """Variants trained in alternating rounds; every variant of one :class:`Rounds` trains on one dataset object."""
 
@@ -194,3 +203,16 @@ class Rounds:
         """:func:`quantiles` of the per-round ratios of ``name`` to ``baseline``."""
         pairs = zip(self.per_round[name][metric], self.per_round[baseline][metric])
         return quantiles([a / b for a, b in pairs])
+
+    def median_lines(self) -> list[str]:
+        """One line a metric: every variant's pooled median, in the variants' order."""
+        return [f"  {m:>4}: {'  '.join(f'{v} {self.median(v, m):.4f}' for v in self.variants)}   [{what}]"
+                for m, what in METRICS.items()]
+
+    def ratio_line(self, name: str, baseline: str, metric: str) -> str:
+        """:meth:`ratio` with its :meth:`spread`: a difference inside the spread is noise."""
+        low, q1, median, q3, high = self.spread(name, baseline, metric)
+        return (
+            f"ratio {name}/{baseline} {metric:>4}: {self.ratio(name, baseline, metric):.4f}   per-round ratios: median "
+            f"{median:.4f}, quartiles {q1:.4f}-{q3:.4f}, range {low:.4f}-{high:.4f}"
+        )
