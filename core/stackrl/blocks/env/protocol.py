@@ -65,8 +65,14 @@ def builtin_environments() -> dict[str, str]:
 
 
 def load_object(spec: str, *, key: str):
-    """A built-in environment's class by name, or any object by its import path ``package.module:Name``."""
+    """A built-in environment's class by name, an adapted game (``textarena:GAME``, ``openspiel:GAME``:
+    :mod:`stackrl.blocks.env.adapters`), or any object by its import path ``package.module:Name``."""
     spec = builtin_environments().get(spec, spec)
+    from stackrl.blocks.env.adapters import adapter_class
+
+    adapted = adapter_class(spec)
+    if adapted is not None:
+        return adapted
     module, _, name = spec.partition(":")
     if not module or not name:
         raise ConfigError(
