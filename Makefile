@@ -4,6 +4,8 @@ PYTHON ?= python3
 # brings the nvidia-* CUDA libraries (several GB). TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU
 # build (about 190 MB) from PyTorch's own index.
 TORCH_INDEX ?=
+# The extras the set-up installs; CI adds envs (.ci/run), so that the environment adapters' tests run there.
+EXTRAS ?= test
 VENV := .venv
 BIN := $(VENV)/bin
 
@@ -18,7 +20,7 @@ $(BIN)/stackrl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, from TORCH_INDEX if given: the install below then keeps it.
 	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e ".[test]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
+	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
 	touch $@
 
 # The demo replaces its earlier run (--overwrite): `stackrl train` alone refuses a folder that holds a run.
