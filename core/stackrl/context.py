@@ -172,7 +172,8 @@ class _Context:
         return self.policy.aux_model_names
 
     def generate(self, prompts: list, *, model: str = "policy", **sampling) -> list:
-        """Sample one completion per prompt with the policy, the reference or a snapshot; see
+        """Sample one completion per prompt with the policy, the reference or a snapshot (``tools=``: callables or
+        JSON schemas shown to a chat model through its chat template); see
         :meth:`stackrl.policy.PolicyAccess.generate`."""
         return self.policy.generate(prompts, model=model, caller=self._plugin, **sampling)
 

@@ -40,6 +40,28 @@ class Generation:
     failed: bool = False
 
 
+def tool_schemas(tools: list) -> list[dict]:
+    """The JSON schemas a chat template renders for ``tools``: a callable's from its signature and docstring
+    (transformers' ``get_json_schema``, as TRL and ``apply_chat_template`` make them), a dict taken as a schema."""
+    from transformers.utils import get_json_schema
+
+    schemas = []
+    for tool in tools:
+        if isinstance(tool, dict):
+            schemas.append(tool)
+            continue
+        try:
+            schemas.append(get_json_schema(tool))
+        except Exception as e:  # transformers' parsing errors name what the docstring or the hints lack
+            raise StackrlError(f"tool {getattr(tool, '__name__', tool)!r}: no JSON schema: {e}") from None
+    return schemas
+
+
+def is_chat(prompt) -> bool:
+    """Whether a prompt is chat messages (a list of dicts), not text or token ids."""
+    return isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], dict)
+
+
 @dataclass
 class Scores:
     """Per-token log-probs of continuations, right-padded to the longest: ``logprobs`` and ``mask`` are ``(N, T)``.
@@ -241,18 +263,35 @@ class PolicyAccess:
         padded = items + [items[-1]] * (per_rank * world - len(items))
         return padded[rank * per_rank : (rank + 1) * per_rank]
 
-    def _token_ids(self, contexts: list) -> list:
-        """Contexts as token ids: prompts (text or chat messages) are tokenized as training prompts are."""
+    def _token_ids(self, contexts: list, tools: list | None = None) -> list:
+        """Contexts as token ids: prompts (text or chat messages) are tokenized as training prompts are; chat
+        messages with ``tools`` (JSON schemas) render them through the chat template, as TRL's tool loop does."""
+        if tools and contexts and is_chat(contexts[0]) and self._renders_chat():
+            trainer = self._trainer
+            return trainer.processing_class.apply_chat_template(
+                conversation=list(contexts), tools=[*(getattr(trainer, "tools", None) or []), *tools],
+                chat_template=trainer.chat_template, add_generation_prompt=True, tokenize=True, return_dict=True,
+                **getattr(trainer, "chat_template_kwargs", {}),
+            )["input_ids"]
         if contexts and (not isinstance(contexts[0], list) or (contexts[0] and isinstance(contexts[0][0], dict))):
             return self._trainer._tokenize_prompts(list(contexts))[0]
         return contexts
+
+    def _renders_chat(self) -> bool:
+        """Whether the policy's tokenizer has a chat template (a text tokenizer, or a processor of images, has not
+        one this renders tools through)."""
+        trainer = self._trainer
+        template = getattr(trainer, "chat_template", None) or getattr(trainer.processing_class, "chat_template", None)
+        return bool(template) and not getattr(trainer, "_is_vlm", False)
 
     def _whole(self, local: list, n: int) -> list:
         return gather_object(local)[:n] if self._sharded else local
 
     # -- generate ---------------------------------------------------------------------------------------------------
 
-    def generate(self, prompts: list, *, model: str = "policy", caller: str = "", **sampling) -> list[Generation]:
+    def generate(
+        self, prompts: list, *, model: str = "policy", caller: str = "", tools: list | None = None, **sampling
+    ) -> list[Generation]:
         """Sample one completion per prompt (text, chat messages or token ids), no gradient.
 
         ``model`` is ``"policy"`` (the live model), ``"reference"``, a snapshot name or an auxiliary model
@@ -263,14 +302,20 @@ class PolicyAccess:
         With vLLM generation (``trainer.use_vllm``) vLLM samples, and the same names apply (see
         :meth:`_vllm_sampling`); vLLM's own ``SamplingParams`` names (``seed``, ``stop``, ...) are accepted too.
         ``caller``, the plugin asking, is named where its prompts pass the model's context.
+        ``tools`` (callables, or JSON schemas as dicts) are shown to the model as TRL's tool loop shows them: their
+        JSON schemas (:func:`tool_schemas`) go to the chat template with chat-message prompts where the tokenizer
+        has one; text prompts, token ids and a tokenizer without a chat template are generated from unchanged.
         """
         if not prompts:
             return []
         aux = aux_models_of(self._trainer)
         if aux is not None and model in aux:
+            if tools:
+                raise StackrlError(f"generate(model={model!r}, tools=...): tools are shown to the policy and its "
+                                   "snapshots only, not to an auxiliary model")
             return self._aux_generate(aux, model, prompts, sampling)
         trainer = self._trainer
-        prompt_ids = self._token_ids(self._local(list(prompts)))
+        prompt_ids = self._token_ids(self._local(list(prompts)), tool_schemas(tools) if tools else None)
         if caller:
             budget = sampling.get("max_new_tokens") or trainer.args.max_completion_length
             setting = "max_new_tokens" if "max_new_tokens" in sampling else "trainer.max_completion_length"

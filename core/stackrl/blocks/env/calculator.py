@@ -28,7 +28,11 @@ class Calculator:
         return None
 
     def calc(self, expression: str) -> str:
-        """Evaluate an integer expression with + - * / and brackets; a mistake is shown as an error."""
+        """Evaluate an integer expression with + - * / and brackets; a mistake is shown as an error.
+
+        Args:
+            expression: the expression, such as 23*7
+        """
         self.calls += 1
         try:
             value = _value(ast.parse(expression.strip(), mode="eval").body)

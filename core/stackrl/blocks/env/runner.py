@@ -28,6 +28,7 @@ from stackrl.blocks.env.settings import POLICY, SCRIPTED, SNAPSHOT, EnvSettings
 from stackrl.blocks.turns import Trajectory, packed_samples
 from stackrl.context import Samples
 from stackrl.errors import ConfigError, PluginError, StackrlError
+from stackrl.policy import is_chat, tool_schemas
 
 SEAT_COLUMN = "env_seat"  # the seat the row played
 EPISODE_COLUMN = "env_episode"  # the episode's index in the batch (a row per live seat shares it)
@@ -107,6 +108,28 @@ class Runner:
                 "legal_actions()"
             )
         self.live = [seat for seat, player in enumerate(self.players) if player == POLICY]
+        self.schemas, self.schema_problem = self._tool_schemas()
+
+    def _tool_schemas(self) -> tuple[list[dict] | None, str | None]:
+        """The JSON schemas of a TRL-style environment's tools (from one instance's methods, as TRL makes them), or
+        why there are none to show."""
+        if self.game or self.settings.tool_schemas is False:
+            return None, None
+        probe = self.env_class(**dict(self.settings.kwargs))
+        try:
+            return tool_schemas([getattr(probe, name) for name in tool_names(self.env_class)]) or None, None
+        except StackrlError as e:
+            if self.settings.tool_schemas:
+                raise ConfigError(f"env.tool_schemas: {e} (env.tool_schemas: null shows none instead)") from None
+            return None, str(e)
+
+    def _shown_tools(self, contexts: list, ctx) -> dict:
+        """``tools=`` for a generation from chat prompts with a chat template: the tools' schemas, as TRL shows them."""
+        if not (contexts and is_chat(contexts[0]) and getattr(ctx.tokenizer, "chat_template", None)):
+            return {}
+        if self.schema_problem:
+            ctx.warn("tool_schemas_missing")
+        return {"tools": self.schemas} if self.schemas else {}
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
@@ -227,8 +250,9 @@ class Runner:
                 continue
             trajectories = [play.seats[seat].trajectory for play, seat, _ in batch]
             room = [self.settings.max_tokens - (0 if t is None else len(t.completion_ids)) for t in trajectories]
-            generations = ctx.generate([c for _, _, c in batch], model=model,
-                                       max_new_tokens=min(self.settings.turn_tokens, max(room)))
+            contexts = [c for _, _, c in batch]
+            generations = ctx.generate(contexts, model=model, max_new_tokens=min(self.settings.turn_tokens, max(room)),
+                                       **self._shown_tools(contexts, ctx))
             for (play, seat, _), g, left in zip(batch, generations, room):
                 state = play.seats[seat]
                 ids, text, cut = list(g.completion_ids), g.text, len(g.completion_ids) > left
@@ -316,7 +340,7 @@ class Runner:
         idle = [(play, seat) for play in plays for seat in play.live if play.seats[seat].trajectory is None]
         if idle:
             texts = [self._context(play, seat, ctx) for play, seat in idle]
-            for (play, seat), g in zip(idle, ctx.generate(texts, max_new_tokens=1)):
+            for (play, seat), g in zip(idle, ctx.generate(texts, max_new_tokens=1, **self._shown_tools(texts, ctx))):
                 play.seats[seat].trajectory = Trajectory(g.prompt_ids)
                 play.seats[seat].trajectory.inject(g.completion_ids[:1])  # attended to, never trained
 

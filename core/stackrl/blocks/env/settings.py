@@ -35,6 +35,10 @@ class EnvSettings:
     unparsed_feedback: str = "No action found. Answer with the action format."
     penalty: float = 0.0  # reward added to the seat whose turn failed (unparsed or environment error)
     seed: int = 0  # with the step and the group, seeds each episode (the same on every process)
+    # A TRL-style environment's tools shown to a chat model as JSON schemas through its chat template, as TRL does
+    # (chat prompts and a tokenizer with a chat template only): null where their schemas can be made (a tool whose
+    # docstring or type hints do not give one is counted and none shown), true (that is a ConfigError), false never.
+    tool_schemas: Optional[bool] = None
 
     def __post_init__(self):
         for key in ("max_turns", "max_tokens", "turn_tokens"):
