@@ -4,8 +4,9 @@ PYTHON ?= python3
 # brings the nvidia-* CUDA libraries (several GB). TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU
 # build (about 190 MB) from PyTorch's own index.
 TORCH_INDEX ?=
-# The extras the set-up installs; CI adds envs (.ci/run), so that the environment adapters' tests run there.
-EXTRAS ?= test
+# The extras the set-up installs: envs (TextArena, OpenSpiel: about 10 s) so that the environment adapters' tests
+# play their games rather than skip.
+EXTRAS ?= test,envs
 VENV := .venv
 BIN := $(VENV)/bin
 
