@@ -1,0 +1,73 @@
+"""``measured_once``: a timing measured on the main process alone reaches every process unchanged, and an error
+there stops every process rather than leaving one waiting. One real two-process launch (torch.distributed.run,
+gloo on CPU) checks both; the single-process call is checked here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from stackrl.blocks.sandbox import measured_once
+from stackrl.errors import StackrlError
+
+TWO_PROCESSES = """
+import json
+import sys
+from pathlib import Path
+
+from accelerate import PartialState
+
+from stackrl.blocks.sandbox import Sandbox, measured_once
+
+state = PartialState(cpu=True)
+calls = []
+
+
+def timed():
+    calls.append(state.process_index)
+    result = Sandbox().run("for _ in range(20000): pass\\nprint(7)")
+    return {"rank": state.process_index, "cpu_s": result.cpu_s, "stdout": result.stdout}
+
+
+def failing():
+    calls.append(state.process_index)
+    raise ValueError("a program could not be timed")
+
+
+shared = measured_once(timed, what="venus")
+try:
+    measured_once(failing, what="venus")
+    error = "no error"
+except Exception as exc:
+    error = f"{type(exc).__name__}: {exc}"
+Path(sys.argv[1], f"rank{state.process_index}.json").write_text(json.dumps(
+    {"shared": shared, "error": error, "calls": calls}))
+state.destroy_process_group()
+"""
+
+
+def test_one_process_calls_it_directly_and_its_errors_stay_its_own():
+    assert measured_once(lambda: [1.5, 2.5]) == [1.5, 2.5]
+    with pytest.raises(ValueError, match="boom"):
+        measured_once(lambda: (_ for _ in ()).throw(ValueError("boom")))
+
+
+def test_two_processes_get_the_main_process_timing_and_its_error(tmp_path):
+    script = tmp_path / "shared.py"
+    script.write_text(TWO_PROCESSES)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    str(script), str(tmp_path)], env=env, check=True, timeout=120, capture_output=True)
+    main, other = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2))
+    # the very same measurement (a float of the main process's run) on both: no second run could equal it by chance
+    assert main["shared"] == other["shared"] and main["shared"]["rank"] == 0 and main["shared"]["stdout"] == "7\n"
+    assert main["shared"]["cpu_s"] > 0
+    assert main["calls"] == [0, 0] and other["calls"] == []  # only the main process ran anything
+    assert main["error"] == "ValueError: a program could not be timed"  # raised there as it came
+    assert other["error"] == "StackrlError: venus: ValueError: a program could not be timed"  # not a hang
