@@ -4,7 +4,7 @@ Paper: "Afterburner: Reinforcement Learning Facilitates Self-Improving Code Effi
 Luu Anh Tuan, Yue Liu, Yuhao Qing, Dong Huang, Xinyi He, Qian Liu, Zejun Ma, See-Kiong Ng, arXiv 2505.23387 (the
 Venus dataset). Code followed: github.com/Elfsong/Afterburner@ee3f90e (grpo/afterburner_reward_function.py).
 
-Each completion is a program. It runs in the sandbox (``stackrl.blocks.sandbox``) once to be judged (a clean exit
+Each completion holds a program (its last fenced code block, else the whole completion). It runs in the sandbox (``stackrl.blocks.sandbox``) once to be judged (a clean exit
 printing exactly the row's answer); a passing one runs ``repeats`` times in all and its time is the median of its
 CPU times. Its reward is the authors' pass reward against a baseline's pass (``efficiency``), plus, for a passing
 program, ``speed_weight`` times tanh of its clipped relative gain over the baseline's time. The baseline is the
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import stackrl
 from stackrl.blocks.sandbox import Sandbox, check_isolation, measured_once
 from stackrl_venus.efficiency import program_reward, run_time
-from stackrl_venus.timing import measure
+from stackrl_venus.timing import measure, program_of
 
 BASELINES = ("reference", "group")
 TIMERS = ("cpu", "wall")
@@ -104,7 +104,7 @@ class Venus(stackrl.Plugin):
         programs, expected, owners = [], [], []  # owners: a row, or ("reference", group start)
         for start in scored:
             for row in range(start, start + size):
-                programs.append(rollout.completions[row])
+                programs.append(program_of(rollout.completions[row]))
                 expected.append(answers[start])
                 owners.append(row)
             if references.get(start) is not None:
