@@ -5,9 +5,6 @@ gloo on CPU) checks both; the single-process call is checked here."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -56,14 +53,10 @@ def test_one_process_calls_it_directly_and_its_errors_stay_its_own():
         measured_once(lambda: (_ for _ in ()).throw(ValueError("boom")))
 
 
-def test_two_processes_get_the_main_process_timing_and_its_error(tmp_path):
+def test_two_processes_get_the_main_process_timing_and_its_error(tmp_path, worker):
     script = tmp_path / "shared.py"
     script.write_text(TWO_PROCESSES)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                    str(script), str(tmp_path)], env=env, check=True, timeout=120, capture_output=True)
+    worker.run_script(script, str(tmp_path), nproc=2)
     main, other = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2))
     # the very same measurement (a float of the main process's run) on both: no second run could equal it by chance
     assert main["shared"] == other["shared"] and main["shared"]["rank"] == 0 and main["shared"]["stdout"] == "7\n"
