@@ -105,16 +105,15 @@ class Venus(stackrl.Plugin):
         for start in scored:
             for row in range(start, start + size):
                 programs.append(program_of(rollout.completions[row]))
-                expected.append(answers[start])
+                expected.append(str(answers[start]))
                 owners.append(row)
             if references.get(start) is not None:
                 programs.append(references[start])
-                expected.append(answers[start])
+                expected.append(str(answers[start]))
                 owners.append(("reference", start))
         if programs:
-            sandbox = Sandbox.of(ctx)
-            measurement = measured_once(lambda: measure(
-                sandbox, programs, expected, repeats=config.repeats, timer=config.timer,
+            measurement = measured_once(lambda: measure(  # the other processes run nothing meanwhile
+                Sandbox.of(ctx), programs, expected, repeats=config.repeats, timer=config.timer,
                 timeout_s=config.timeout_s, cpu_s=config.cpu_s), what="venus")
         else:
             measurement = None
