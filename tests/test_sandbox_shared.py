@@ -9,7 +9,6 @@ import json
 import pytest
 
 from stackrl.blocks.sandbox import measured_once
-from stackrl.errors import StackrlError
 
 TWO_PROCESSES = """
 import json
