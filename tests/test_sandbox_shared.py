@@ -63,3 +63,25 @@ def test_two_processes_get_the_main_process_timing_and_its_error(tmp_path, worke
     assert main["calls"] == [0, 0] and other["calls"] == []  # only the main process ran anything
     assert main["error"] == "ValueError: a program could not be timed"  # raised there as it came
     assert other["error"] == "StackrlError: venus: ValueError: a program could not be timed"  # not a hang
+
+
+def test_a_timing_reward_trains_on_the_same_rewards_in_both_processes(tmp_path, worker, tiny_model_dir):
+    """venus on stackrl/arith-code's programs, one step on two processes: each process's reward hook returns the
+    main process's timed rewards, so both get the same values (their own times would differ) and the same weights."""
+    pytest.importorskip("stackrl_venus")
+    run = {"name": "timed", "plugins": ["venus"], "sections": {
+        "model": {"name_or_path": "stackrl/arith-code", "dtype": "float32"},
+        "data": {"prompt_template": "{question}Program:\n"},
+        "rewards": {"exact_match": None, "venus": 1.0},
+        "venus": {"repeats": 3},
+        "output_dir": str(tmp_path / "timed" / "run"),
+        "trainer": {"per_device_train_batch_size": 4, "num_generations": 4, "max_steps": 1,
+                    "max_completion_length": 48, "temperature": 1.0},
+    }}
+    worker.launch(tiny_model_dir, [run], tmp_path)
+    main, other = worker.reports(tmp_path, "timed")
+    rewards = [call for call in main["plugin_rewards"] if call["plugin"] == "venus"]
+    assert rewards and rewards == [call for call in other["plugin_rewards"] if call["plugin"] == "venus"]
+    values = [value for call in rewards for value in call["result"]]
+    assert len(values) == 8 and any(value not in (0.5, -1.0) for value in values)  # timed: a speed term is in
+    assert main["param_hash"] == other["param_hash"]
