@@ -32,6 +32,11 @@ def launch(model_dir, runs: list[dict], out: Path, nproc: int = NPROC) -> None:
     """Train ``runs`` in ``nproc`` CPU processes (gloo, one thread each) with one torchrun launch."""
     spec = Path(out) / "spec.json"
     spec.write_text(json.dumps({"model_dir": str(model_dir), "out": str(out), "runs": runs}))
+    run_script(Path(__file__), str(spec), nproc=nproc, timeout=300)
+
+
+def torchrun_env() -> dict[str, str]:
+    """This process's environment for a torchrun launch on CPU: one thread, gloo, offline, no rank of its own."""
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -42,11 +47,17 @@ def launch(model_dir, runs: list[dict], out: Path, nproc: int = NPROC) -> None:
     }
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
+    return env
+
+
+def run_script(script: Path, *args: str, nproc: int = NPROC, timeout: int = 120) -> None:
+    """Run the Python file ``script`` with ``args`` in ``nproc`` processes (torchrun on CPU), failing with their
+    output if it fails."""
     # --standalone: the rendezvous store binds a port the system picks (localhost:0) and keeps it, so launches in
     # parallel test processes never race for one.
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), __file__,
-           str(spec)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), str(script),
+           *args]
+    proc = subprocess.run(cmd, env=torchrun_env(), capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
 
 

@@ -176,3 +176,12 @@ def test_the_benchmark_prints_runs_per_second(capsys):
     output = capsys.readouterr().out
     assert "bwrap_pool_runs_per_s: " in output and "unshare_serial_runs_per_s: " in output and "isolation_cost_ratio: " in output
     assert all(value > 0 for value in figures.values())
+
+
+def test_the_benchmark_measures_the_share_of_a_step_a_reward_hook_takes(capsys):
+    script = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "sandbox.py")
+    figures = script.main(["--step-share", "venus", "--share-steps", "1"])
+    assert "venus_reward_share: " in capsys.readouterr().out and 0 < figures["venus_reward_share"] < 1
+    from stackrl_venus import Venus
+
+    assert Venus.reward.__name__ == "reward" and Venus.reward.__qualname__ == "Venus.reward"  # the hook restored
