@@ -137,3 +137,22 @@ def test_grpos_update_is_off_unless_asked_for():
     advantages = torch.tensor([[0.5, -1.0], [2.0, 0.0]])
     assert torch.equal(Dond(DondConfig()).reshape_advantages(advantages, None), torch.zeros(2, 2))
     assert Dond(DondConfig(grpo=True)).reshape_advantages(advantages, None) is None
+
+
+def test_with_grpo_off_the_rl_step_moves_no_weight(make_config):
+    """One step on the tiny model with a reward that varies within groups (no round ends: every beyond the run):
+    GRPO's advantages were not all 0, and yet the weights are the initial ones exactly."""
+    from stackrl.run import build_trainer
+
+    seen = []
+
+    def watch(hook, plugin, kwargs, result):
+        if hook == "reshape_advantages" and plugin == "dond":
+            seen.append((kwargs["advantages"].abs().sum().item(), result.abs().sum().item()))
+
+    config = make_config(["digit_reward", "dond"], dond={"every": 1000}, trainer={"max_steps": 1, "learning_rate": 0.05})
+    trainer = build_trainer(config, monitor=watch)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    assert len(seen) == 1 and seen[0][0] > 0 and seen[0][1] == 0
+    assert all(torch.equal(a, p.detach()) for a, p in zip(before, trainer.model.parameters()))
