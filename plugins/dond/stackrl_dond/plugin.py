@@ -50,6 +50,9 @@ class Dond(stackrl.Plugin):
         self.rounds = 0
         self.last_round: dict | None = None  # the last ended round (scores, cutoff, kept), for logs and tests
 
+    def check_run(self, run):
+        return [run.past_end("dond.every", self.config.every, "the first round's fine-tuning comes at the end")]
+
     @stackrl.hookimpl
     def reshape_advantages(self, advantages, ctx):
         if self.config.grpo:
