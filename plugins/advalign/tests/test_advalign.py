@@ -24,7 +24,7 @@ TWO_SEATS = {
 
 class TestConformance(PluginConformance):
     plugin_name = "advalign"
-    stacked_with = ("env",)  # the runner's default (the calculator, one seat): no opponent, own advantages
+    # alone on the built-in task: no runner columns, GRPO's advantages kept (the two-seat run is below)
     refused_settings = [
         ({"beta": -0.1}, "non-negative"),
         ({"gamma": 1.5}, r"\[0, 1\]"),
