@@ -1,10 +1,10 @@
 """dmcot: the shaping (bonus for untried valid actions, penalty for invalid ones) and the bandit figures computed by
 hand on written episodes, the reward hook on a hand-built rollout of the runner's columns, and the conformance suite
-on the env plugin's bandit with the built-in tiny model."""
+stacked on the env plugin (its default, the calculator on the built-in task)."""
 
 import pytest
 
-from stackrl.blocks.env import INFO_COLUMN, MOVES_COLUMN, SEAT_COLUMN, SEED_COLUMN
+from stackrl.blocks.env import INFO_COLUMN, MOVES_COLUMN, SEAT_COLUMN, SEED_COLUMN, parse_action
 from stackrl.errors import PluginError
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin
@@ -25,6 +25,12 @@ class TestConformance(PluginConformance):
 def pulls(*arms):
     """A bandit row's infos: an int pulls that arm, "x" is a pull of no arm, "?" a turn with no action."""
     return [{"unparsed": True} if a == "?" else {"invalid": a} if a == "x" else {"arm": a, "paid": 0.0} for a in arms]
+
+
+def test_a_rationale_before_the_move_is_read_as_the_move():
+    # the runner's move grammar: the chain of thought the paper's policy writes before acting leaves the action
+    assert parse_action("move", "arm 2 paid 2 of 2, arm 3 untried.\nmove: 3\n") == "3"
+    assert parse_action("move", "arm 3 looks best, so\n") is None  # no move: an unread turn, dmcot's penalty
 
 
 def test_a_rows_actions_pair_its_seats_moves_with_its_parsed_turns():
