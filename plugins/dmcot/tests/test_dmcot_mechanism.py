@@ -6,6 +6,7 @@ component, and the logged regret, optimal-arm share and coverage from the arms' 
 seed as the bandit draws them."""
 
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -43,7 +44,7 @@ def figures_by_hand(infos, seed):
 
 
 def test_the_bonus_reaches_grpos_advantages_and_the_figures_match_a_hand_count(tmp_path):
-    bench = load_script(__import__("pathlib").Path(__file__).parents[1] / "benchmarks" / "mechanism.py")
+    bench = load_script(Path(__file__).parents[1] / "benchmarks" / "mechanism.py")
     seen = Rewards()
     _, trainer = bench.run(0, 1, folder=tmp_path, monitor=seen, rows=16,
                            overrides=[f"dmcot.bonus={BONUS}", f"dmcot.invalid_penalty={PENALTY}", f"dmcot.arms={ARMS}"])
