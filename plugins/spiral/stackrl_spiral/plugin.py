@@ -65,13 +65,14 @@ class Spiral(stackrl.Plugin):
     @stackrl.hookimpl
     def estimate_advantages(self, ctx):
         rollout = ctx.rollout
-        returns = rollout.columns.get(RETURN_COLUMN)
-        if returns is None or SEAT_COLUMN not in rollout.columns:
+        if RETURN_COLUMN not in rollout.columns or SEAT_COLUMN not in rollout.columns:
             ctx.acted(0, of=len(rollout), hint="no env episodes in the rollout: stack spiral on env (plugins: [env, "
                       "spiral]) and let env generate (exclusive.generate_rollout: env)")
             return None
         roles = self.roles(rollout)
-        advantages = self.baselines.advantages(returns, roles)
+        # The return credited is the row's total reward: its seat's env return weighted by rewards.env (the authors'
+        # reward_scaling), plus any other reward component the run stacks.
+        advantages = self.baselines.advantages(ctx.total_reward.tolist(), roles)
         ctx.acted(len(rollout), of=len(rollout))
         for game, seat in sorted(set(roles)):
             ctx.log(f"baseline/{game or 'game'}/seat{seat}", self.baselines.baseline((game, seat)))

@@ -32,8 +32,9 @@ def test_each_row_gets_its_return_less_its_roles_baseline_before_the_update():
 class Ctx:
     """An advantage-stage context: the rollout, what the plugin logs and reports."""
 
-    def __init__(self, rollout):
-        self.rollout, self.logged, self.reports, self.step = rollout, {}, [], 1
+    def __init__(self, rollout, weight=1.0):
+        self.rollout, self.logged, self.reports = rollout, {}, []
+        self.total_reward = weight * rollout.rewards["env"]
 
     def log(self, name, value):
         self.logged[name] = value
@@ -62,6 +63,12 @@ def test_the_estimator_carries_each_seats_baseline_from_batch_to_batch():
     # A draw then a seat-1 win: each seat against its own baseline (a shared one would be 0 here).
     second = Ctx(episodes([0.0, 0.0, -1.0, 1.0], [0, 1, 0, 1]))
     assert plugin.estimate_advantages(second).tolist() == [-0.75, 0.75, -1.375, 1.375]
+
+
+def test_the_return_credited_is_the_rows_total_reward():
+    plugin = make_plugin("spiral", decay=0.5)
+    assert plugin.estimate_advantages(Ctx(episodes([1.0, -1.0], [0, 1]), weight=2.0)).tolist() == [2.0, -2.0]
+    assert plugin.baselines.values == {("tictactoe", 0): 1.0, ("tictactoe", 1): -1.0}
 
 
 def test_games_get_baselines_of_their_own_unless_the_column_is_null():
