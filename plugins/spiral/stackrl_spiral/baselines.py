@@ -23,14 +23,16 @@ class RoleBaselines:
     def baseline(self, role: Role) -> float:
         return self.values.get(role, 0.0)
 
-    def advantages(self, returns: Sequence[float], roles: Sequence[Role]) -> list[float]:
+    def advantages(self, returns: Sequence[float], roles: Sequence[Role], *, update: bool = True) -> list[float]:
         """Each row's return less its role's baseline as it stood before the row; the baseline then takes the
-        row's return in. Rows are taken in order, so a later episode of a batch sees the earlier ones' returns."""
+        row's return in. Rows are taken in order, so a later episode of a batch sees the earlier ones' returns.
+        With ``update`` false the same advantages are computed and the baselines are left as they were."""
+        values = self.values if update else dict(self.values)
         out = []
         for value, role in zip(returns, roles, strict=True):
-            before = self.baseline(role)
+            before = values.get(role, 0.0)
             out.append(float(value) - before)
-            self.values[role] = self.decay * before + (1.0 - self.decay) * float(value)
+            values[role] = self.decay * before + (1.0 - self.decay) * float(value)
         return out
 
     def state_dict(self) -> dict:

@@ -40,7 +40,7 @@ class Spiral(stackrl.Plugin):
     seat's moving baseline (RAE). Rows of a rollout the env runner did not play keep GRPO's advantages."""
 
     Config = SpiralConfig
-    activity = "rows were an env seat's return, credited against its game's and seat's moving baseline"
+    activity = "rows were env seats' episodes, each credited its return less its game's and seat's moving baseline"
 
     def __init__(self, config: SpiralConfig | None = None):
         super().__init__(config)
@@ -72,7 +72,8 @@ class Spiral(stackrl.Plugin):
         roles = self.roles(rollout)
         # The return credited is the row's total reward: its seat's env return weighted by rewards.env (the authors'
         # reward_scaling), plus any other reward component the run stacks.
-        advantages = self.baselines.advantages(ctx.total_reward.tolist(), roles)
+        # TRL's evaluation reads the same advantages but leaves the baselines to the training episodes.
+        advantages = self.baselines.advantages(ctx.total_reward.tolist(), roles, update=ctx.training)
         ctx.acted(len(rollout), of=len(rollout))
         for game, seat in sorted(set(roles)):
             ctx.log(f"baseline/{game or 'game'}/seat{seat}", self.baselines.baseline((game, seat)))

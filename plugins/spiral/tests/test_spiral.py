@@ -33,7 +33,7 @@ class Ctx:
     """An advantage-stage context: the rollout, what the plugin logs and reports."""
 
     def __init__(self, rollout, weight=1.0):
-        self.rollout, self.logged, self.reports = rollout, {}, []
+        self.rollout, self.logged, self.reports, self.training = rollout, {}, [], True
         self.total_reward = weight * rollout.rewards["env"]
 
     def log(self, name, value):
@@ -69,6 +69,15 @@ def test_the_return_credited_is_the_rows_total_reward():
     plugin = make_plugin("spiral", decay=0.5)
     assert plugin.estimate_advantages(Ctx(episodes([1.0, -1.0], [0, 1]), weight=2.0)).tolist() == [2.0, -2.0]
     assert plugin.baselines.values == {("tictactoe", 0): 1.0, ("tictactoe", 1): -1.0}
+
+
+def test_evaluation_batches_leave_the_baselines_alone():
+    plugin = make_plugin("spiral", decay=0.5)
+    plugin.estimate_advantages(Ctx(episodes([1.0, -1.0], [0, 1])))
+    evaluated = Ctx(episodes([-1.0, 1.0, -1.0, 1.0], [0, 1, 0, 1]))
+    evaluated.training = False
+    assert plugin.estimate_advantages(evaluated).tolist() == [-1.5, 1.5, -0.75, 0.75]  # as in training...
+    assert plugin.baselines.values == {("tictactoe", 0): 0.5, ("tictactoe", 1): -0.5}  # ...but not kept
 
 
 def test_games_get_baselines_of_their_own_unless_the_column_is_null():
