@@ -18,6 +18,11 @@ class Mars(stackrl.Plugin):
     Config = MarsConfig
     activity = "rows had a turn-level advantage (an episode's seat that took at least one action)"
 
+    def check_run(self, run):
+        if "env" not in run.components:
+            return [f"{self.name}: the run has no env plugin, so no episodes: mars leaves GRPO's advantages as they are"]
+        return None
+
     @stackrl.hookimpl
     def estimate_advantages(self, ctx):
         rollout = ctx.rollout

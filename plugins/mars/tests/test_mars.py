@@ -117,6 +117,15 @@ def test_the_hook_leaves_a_rollout_without_episodes_to_grpo():
     assert acted == [(0, 2)]
 
 
+def test_a_run_without_the_env_plugin_is_told_mars_will_not_act():
+    from stackrl.plugin import RunFacts
+
+    facts = dict(max_steps=2, group_size=2, groups_per_step=1, columns=None, builtin_columns=(), chat=False,
+                 reference=False, source="games")
+    assert Mars().check_run(RunFacts(**facts, components=("env",))) is None
+    assert "no env plugin" in Mars().check_run(RunFacts(**facts, components=("exact_match",)))[0]
+
+
 def test_actions_and_turn_rewards_that_disagree_are_an_error():
     rollout = rollout_of([[0.0, 1.0], [1.0]], [0, 1], [[action(0, 0, 2)], [action(0, 0, 2)]], [3, 3])
     with pytest.raises(PluginError, match="row 0 has 1 actions but 2 turn rewards"):
