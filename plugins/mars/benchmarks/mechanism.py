@@ -6,7 +6,8 @@ policy before and after on the same held-out episodes against a random legal opp
 Methods: `mars` (configs/recipes/mars-cpu.yaml's setting: self-play, both seats the policy, MARS's advantages),
 `grpo-selfplay` (the same self-play with GRPO's advantages: what MARS's estimator changes), `mars-scripted` (MARS
 in the baseline recipe's setting, against the random opponent, seats rotating) and `grpo` (that baseline, whose
-recorded figures at 40 steps, 200 episodes are win 0.500 / 0.490 / 0.410 for seeds 0, 1, 2).
+recorded figures at 40 steps, 100 held-out episodes are win 0.120 -> 0.500 / 0.490 / 0.410 for seeds 0, 1, 2;
+core/stackrl/assets/arith-games/README.md).
 
     nice -n 10 python plugins/mars/benchmarks/mechanism.py --seeds 0 1 2 --steps 40 --methods mars grpo-selfplay
 
