@@ -55,7 +55,9 @@ EVAL = {"split": "test", "size": 24, "samples": 2, "batch_size": 8, "temperature
 
 def _exclusive_winners(methods: dict) -> dict[str, str]:
     """A winner for each exclusive hook several method plugins claim: sage where it claims one (in its recipe's
-    mode sage, losing its generation is an error), else the first claimant."""
+    mode sage, losing its generation is an error), else the first claimant that its recipe runs alone. One that
+    leans on another plugin (the game methods read the ``env`` runner's columns) cannot act on sage's rollout, and
+    winning would leave the hook unexercised."""
     from stackrl.manager import EXCLUSIVE_HOOKS, PluginManager, installed_plugins
 
     claimants = {hook: [] for hook in EXCLUSIVE_HOOKS}
@@ -65,9 +67,12 @@ def _exclusive_winners(methods: dict) -> dict[str, str]:
         for hook in EXCLUSIVE_HOOKS:
             if PluginManager([plugin]).has(hook):
                 claimants[hook].append(name)
-    return {
-        hook: "sage" if "sage" in names else names[0] for hook, names in claimants.items() if len(names) > 1
-    }
+    winners = {}
+    for hook, names in claimants.items():
+        if len(names) > 1:
+            alone = [name for name in names if not methods[name]["stacked"]]
+            winners[hook] = "sage" if "sage" in names else (alone or names)[0]
+    return winners
 
 
 def _runs(out: Path) -> dict[str, dict]:

@@ -28,7 +28,8 @@ def plugin_folders(root: Path) -> dict[str, Path]:
 
 def method_plugins(root: Path) -> dict[str, dict]:
     """Each installed method plugin under ``root/plugins``, with what its CPU recipe
-    (``configs/recipes/<name>-cpu.yaml``) sets for it: ``settings`` (its section) and ``reward`` (its weight or None).
+    (``configs/recipes/<name>-cpu.yaml``) sets for it: ``settings`` (its section), ``reward`` (its weight or None)
+    and ``stacked`` (the other plugins it runs beside, such as ``env``).
     """
     from stackrl.manager import installed_plugins
 
@@ -39,7 +40,11 @@ def method_plugins(root: Path) -> dict[str, dict]:
             continue
         recipe = Path(root) / "configs" / "recipes" / f"{name}-cpu.yaml"
         tree = yaml.safe_load(recipe.read_text()) if recipe.is_file() else {}
-        found[name] = {"settings": tree.get(name) or {}, "reward": (tree.get("rewards") or {}).get(name)}
+        found[name] = {
+            "settings": tree.get(name) or {},
+            "reward": (tree.get("rewards") or {}).get(name),
+            "stacked": [plugin for plugin in tree.get("plugins") or [] if plugin != name],
+        }
     return found
 
 
