@@ -1,0 +1,64 @@
+"""OMAR (One Model, All Roles): one policy plays every seat of a multi-party episode (the ``env`` plugin's rows, one
+a seat), and each row's credit is hierarchical: the seat's reward is split over its turns, then over each turn's
+tokens (:mod:`stackrl_omar.credit`).
+
+Paper: "One Model, All Roles: Multi-Turn, Multi-Agent Self-Play Reinforcement Learning for Conversational Social
+Intelligence", Jiang et al., arXiv:2602.03109. Code followed: none public (README).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import stackrl
+from stackrl.blocks.env import SEAT_COLUMN, TURN_REWARDS_COLUMN
+from stackrl.blocks.turns import SEGMENTS_COLUMN
+from stackrl_omar.credit import ALL, EACH, SEAT, SPLIT, turn_advantages
+
+
+@dataclass
+class OmarConfig:
+    """The ``omar:`` section."""
+
+    # Discount of a seat's later turn rewards in a turn's return (G_k = r_k + gamma * G_{k+1}); 1 credits a turn
+    # with everything its seat got from it to the end.
+    gamma: float = 1.0
+    # Which rows' same turn a turn's return is compared with: "seat" (the same seat in the group's other episodes:
+    # each role against itself) or "all" (every seat's same turn).
+    baseline: str = SEAT
+    # Token level: "split" shares a turn's advantage evenly over its tokens; "each" gives every token all of it.
+    tokens: str = SPLIT
+
+    def __post_init__(self):
+        if not 0.0 <= self.gamma <= 1.0:
+            raise stackrl.ConfigError(f"omar.gamma: must lie in [0, 1], not {self.gamma}")
+        if self.baseline not in (SEAT, ALL):
+            raise stackrl.ConfigError(f"omar.baseline: must be one of {SEAT}, {ALL}, not '{self.baseline}'")
+        if self.tokens not in (SPLIT, EACH):
+            raise stackrl.ConfigError(f"omar.tokens: must be one of {SPLIT}, {EACH}, not '{self.tokens}'")
+
+
+class Omar(stackrl.Plugin):
+    """Replaces GRPO's one advantage per row by per-token advantages: each turn of a seat gets its return's
+    advantage against the same seat's same turn in the group's other episodes, shared over the turn's tokens."""
+
+    Config = OmarConfig
+    activity = "rows were credited turn by turn (episode rows with at least one action)"
+
+    @stackrl.hookimpl
+    def estimate_advantages(self, ctx):
+        rollout = ctx.rollout
+        columns = rollout.columns
+        if not all(c in columns for c in (TURN_REWARDS_COLUMN, SEAT_COLUMN, SEGMENTS_COLUMN)):
+            ctx.acted(0, of=len(rollout), hint="omar credits the env plugin's episodes: put env in plugins")
+            return None
+        segments = columns[SEGMENTS_COLUMN]
+        advantages = turn_advantages(
+            columns[TURN_REWARDS_COLUMN], columns[SEAT_COLUMN], segments, ctx.group_size,
+            rollout.completion_mask().size(1), gamma=self.config.gamma, baseline=self.config.baseline,
+            tokens=self.config.tokens,
+        )
+        turns = [len(row) for row in segments]
+        ctx.log("turns", sum(turns) / len(turns))
+        ctx.acted(sum(t > 0 for t in turns), of=len(rollout), hint="no row took an action: check env.max_tokens")
+        return advantages
