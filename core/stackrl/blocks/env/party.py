@@ -53,12 +53,12 @@ class PublicGoods:
         pot = self.multiplier * sum(m == "C" for m in moves) / self.seats
         return [float(m == "D") + pot for m in moves]
 
-    def step(self, action: str):
-        action = action.strip().upper()
+    def step(self, text: str):
+        action = text.strip().upper()
         if action not in ("C", "D"):
             rewards = [0.0] * self.seats
             rewards[self.turn] = -1.0
-            return None, rewards, True, {"illegal": action}
+            return None, rewards, True, {"illegal": text}
         self.pending.append(action)
         if len(self.pending) < self.seats:
             self.turn += 1
