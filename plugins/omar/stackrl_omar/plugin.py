@@ -8,7 +8,9 @@ Intelligence", Jiang et al., arXiv:2602.03109. Code followed: none public (READM
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Optional
 
 import stackrl
 from stackrl.blocks.env import SEAT_COLUMN, TURN_REWARDS_COLUMN
@@ -28,6 +30,10 @@ class OmarConfig:
     baseline: str = SEAT
     # Token level: "split" shares a turn's advantage evenly over its tokens; "each" gives every token all of it.
     tokens: str = SPLIT
+    # A reward component (a judge's: the paper scores each agent's social goal at the episode's end) whose value
+    # for a row is added to the reward of the row's last turn, so the split credits the turns with it as well; it
+    # is read unweighted (rewards.<name> weighs it in GRPO's total, which omar replaces). None: the env's alone.
+    outcome_reward: Optional[str] = None
 
     def __post_init__(self):
         if not 0.0 <= self.gamma <= 1.0:
@@ -45,6 +51,18 @@ class Omar(stackrl.Plugin):
     Config = OmarConfig
     activity = "rows were credited turn by turn (episode rows with at least one action)"
 
+    def needs_rewards(self):
+        return {"outcome_reward": self.config.outcome_reward} if self.config.outcome_reward else {}
+
+    def seat_rewards(self, rollout) -> list[list[float]]:
+        """Each row's turn rewards, the outcome component's value (where it scored the row) added to the last."""
+        rewards = [[float(r) for r in row] for row in rollout.columns[TURN_REWARDS_COLUMN]]
+        if self.config.outcome_reward:
+            for row, value in zip(rewards, rollout.rewards[self.config.outcome_reward].tolist()):
+                if row and not math.isnan(value):
+                    row[-1] += value
+        return rewards
+
     @stackrl.hookimpl
     def estimate_advantages(self, ctx):
         rollout = ctx.rollout
@@ -54,7 +72,7 @@ class Omar(stackrl.Plugin):
             return None
         segments = columns[SEGMENTS_COLUMN]
         advantages = turn_advantages(
-            columns[TURN_REWARDS_COLUMN], columns[SEAT_COLUMN], segments, ctx.group_size,
+            self.seat_rewards(rollout), columns[SEAT_COLUMN], segments, ctx.group_size,
             rollout.completion_mask().size(1), gamma=self.config.gamma, baseline=self.config.baseline,
             tokens=self.config.tokens,
         )

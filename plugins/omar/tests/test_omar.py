@@ -112,6 +112,16 @@ def test_the_plugin_gives_the_losss_advantages_from_the_env_columns():
     assert ctx.activity == (9, 9) and ctx.logged["turns"] == 2
 
 
+def test_an_outcome_reward_is_added_to_each_rows_last_turn():
+    plugin = make_plugin("omar", outcome_reward="judge")
+    assert plugin.needs_rewards() == {"outcome_reward": "judge"}
+    scored = rollout({"env_turn_rewards": [[0, 0]] * 8 + [[]], "env_seat": SEATS, "segments": SEGMENTS})
+    scored.rewards["judge"] = torch.tensor([3.0, float("nan"), 1, 1, 2, 0, 0, 0, 5])
+    # the row without a turn keeps none; the unscored row keeps its own
+    assert plugin.seat_rewards(scored) == [[0, 3], [0, 0], [0, 1], [0, 1], [0, 2], [0, 0], [0, 0], [0, 0], []]
+    assert make_plugin("omar").needs_rewards() == {}
+
+
 def test_rows_without_episodes_are_left_to_grpo():
     ctx = Context(rollout=rollout({}), group_size=9, logged={})
     assert make_plugin("omar").estimate_advantages(ctx) is None
