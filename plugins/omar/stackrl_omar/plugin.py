@@ -49,7 +49,7 @@ class Omar(stackrl.Plugin):
     advantage against the same seat's same turn in the group's other episodes, shared over the turn's tokens."""
 
     Config = OmarConfig
-    activity = "rows were credited turn by turn (episode rows with at least one action)"
+    activity = "episode rows got turn-by-turn credit (a turn whose return differs from its slot's mean)"
 
     def needs_rewards(self):
         return {"outcome_reward": self.config.outcome_reward} if self.config.outcome_reward else {}
@@ -78,5 +78,7 @@ class Omar(stackrl.Plugin):
         )
         turns = [len(row) for row in segments]
         ctx.log("turns", sum(turns) / len(turns))
-        ctx.acted(sum(t > 0 for t in turns), of=len(rollout), hint="no row took an action: check env.max_tokens")
+        ctx.acted(int((advantages != 0).any(1).sum()), of=len(rollout),
+                  hint="a turn is compared with the same seat's same turn in the group's other episodes: make "
+                  "trainer.num_generations at least twice the live seats")
         return advantages

@@ -109,7 +109,7 @@ def test_the_plugin_gives_the_losss_advantages_from_the_env_columns():
                   group_size=9, logged={})
     advantages = make_plugin("omar").estimate_advantages(ctx)
     assert torch.equal(advantages, credit())
-    assert ctx.activity == (9, 9) and ctx.logged["turns"] == 2
+    assert ctx.activity == (3, 9) and ctx.logged["turns"] == 2  # seat 0's rows; seats 1 and 2 never vary
 
 
 def test_an_outcome_reward_is_added_to_each_rows_last_turn():
