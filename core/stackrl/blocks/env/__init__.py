@@ -9,7 +9,8 @@
   text game's ``step``), and :func:`builtin_environments`;
 - :mod:`stackrl.blocks.env.actions`: reading a turn's action (``move: 4``, ``<calc>23*7</calc>``, tool-call JSON);
 - :mod:`stackrl.blocks.env.layout`: the token layout of a row, one function a pretraining script calls too;
-- :mod:`stackrl.blocks.env.games` and :mod:`stackrl.blocks.env.calculator`: the built-in environments;
+- :mod:`stackrl.blocks.env.games`, :mod:`stackrl.blocks.env.party` (three or more seats) and
+  :mod:`stackrl.blocks.env.calculator`: the built-in environments;
 - :mod:`stackrl.blocks.env.credit`: discounted per-turn returns and turn-level leave-one-out;
 - :mod:`stackrl.blocks.env.adapters`: TextArena's and OpenSpiel's games (``textarena:GAME``, ``openspiel:GAME``),
   with the optional ``envs`` extra.

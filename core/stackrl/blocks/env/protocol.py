@@ -60,6 +60,7 @@ def builtin_environments() -> dict[str, str]:
         "prisoners_dilemma": f"{games}:PrisonersDilemma",
         "bandit": f"{games}:Bandit",
         "negotiation": f"{games}:Negotiation",
+        "public_goods": "stackrl.blocks.env.party:PublicGoods",
         "calculator": "stackrl.blocks.env.calculator:Calculator",
     }
 
