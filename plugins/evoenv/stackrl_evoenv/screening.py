@@ -110,8 +110,8 @@ def screen_runs(first, second, count: int, check_known: bool = True, math_verify
     """The first three stages, from the environment's two sandboxed runs with the same seed (``ExecResult``s)."""
     for run in (first, second):
         if not run.ok:
-            return Screening("runs", why=f"stopped: {run.stopped}, exit {run.exit_code}, "
-                             f"{(run.stderr or '').strip().splitlines()[-1:] or ''}")
+            last = (run.stderr or "").strip().splitlines()[-1:]
+            return Screening("runs", why=f"stopped: {run.stopped}, exit {run.exit_code}: {''.join(last)}")
     if first.stdout != second.stdout:
         return Screening("deterministic", why="two runs with the same seed printed different instances")
     instances, why = read_instances(first.stdout, count, check_known, math_verify)
