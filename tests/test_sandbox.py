@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stackrl.blocks.sandbox import IOCase, Sandbox, Session, passed_share, pool, run_tests
+from stackrl.blocks.sandbox import IOCase, Sandbox, Session, passed_share, pool, program_of, run_tests
 from stackrl.errors import ConfigError
 from stackrl.sandbox_section import SandboxSection
 from stackrl.testing.fixtures import train_steps
@@ -185,3 +185,9 @@ def test_the_benchmark_measures_the_share_of_a_step_a_reward_hook_takes(capsys):
     from stackrl_venus import Venus
 
     assert Venus.reward.__name__ == "reward" and Venus.reward.__qualname__ == "Venus.reward"  # the hook restored
+
+
+def test_the_program_of_a_completion_is_its_last_fenced_block_else_the_whole_completion():
+    assert program_of("a = 1\nprint(a)") == "a = 1\nprint(a)"
+    assert program_of("Slow:\n```python\nprint(1)\n```\nFaster:\n```py\nprint(2)\n```\nDone.") == "print(2)"
+    assert program_of("```\nprint(3)```") == "print(3)"

@@ -8,7 +8,7 @@ read-only SQL under a time limit and ``analyze`` reads a query's parts; ``measur
 (run times) on the main process and hands it to every process.
 """
 
-from stackrl.blocks.sandbox.execution import STOPS, ExecResult, Limits
+from stackrl.blocks.sandbox.execution import STOPS, ExecResult, Limits, program_of
 from stackrl.blocks.sandbox.pool import Sandbox, check_isolation
 from stackrl.blocks.sandbox.session import CellResult, Session
 from stackrl.blocks.sandbox.shared import measured_once
@@ -17,5 +17,5 @@ from stackrl.blocks.sandbox.testcases import CaseResult, IOCase, passed_share, r
 
 __all__ = [
     "STOPS", "CaseResult", "CellResult", "ExecResult", "IOCase", "Limits", "Sandbox", "Session", "SqlAnalysis",
-    "SqlDatabase", "SqlResult", "analyze", "check_isolation", "measured_once", "passed_share", "run_tests", "same_rows",
+    "SqlDatabase", "SqlResult", "analyze", "check_isolation", "measured_once", "passed_share", "program_of", "run_tests", "same_rows",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -321,3 +322,13 @@ def _decode(status: int, isolated: bool) -> tuple[int | None, int | None]:
     if isolated and code > 128:
         return None, code - 128
     return code, None
+
+
+FENCE = re.compile(r"```[\w+-]*\r?\n?(.*?)```", re.DOTALL)
+
+
+def program_of(completion: str) -> str:
+    """The program a completion holds: its last fenced code block (how the papers' code reads a reply), else the
+    whole completion (the built-in code model writes a bare program)."""
+    blocks = FENCE.findall(completion)
+    return blocks[-1].strip() if blocks else completion
