@@ -77,3 +77,10 @@ def test_a_small_held_out_sample_shows_the_new_skills(measured):
     assert measured["code"]["greedy"]["runs"]["all"] >= 0.7 and measured["code"]["greedy"]["right"]["all"] >= 0.4
     assert measured["sql"]["greedy"]["parses"]["all"] >= 0.6
     assert 0.4 <= measured["sql"]["greedy"]["right"]["all"] < 1.0  # 10 of these 14 on the machine that made it
+
+
+def test_program_of_reads_the_last_fenced_block_else_the_whole_reply():
+    from stackrl.tasks.programs import program_of
+
+    assert program_of("a = 1\nprint(a)") == "a = 1\nprint(a)"
+    assert program_of("One:\n```python\nprint(1)\n```\nTwo:\n```py\nprint(2)\n```\n") == "print(2)"

@@ -12,12 +12,13 @@ Rewards of a training run execute the policy's programs through the sandbox bloc
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 
-__all__ = ["CODE_MARKER", "CODE_TEMPLATE", "VARIABLES", "ProgramRun", "code_prompt", "prints_answer", "run_program",
+__all__ = ["CODE_MARKER", "CODE_TEMPLATE", "VARIABLES", "ProgramRun", "code_prompt", "prints_answer", "program_of", "run_program",
            "write_program"]
 
 CODE_MARKER = "Program:"
@@ -28,6 +29,16 @@ VARIABLES = "abcdefgh"  # the names of the program's results, in order
 def code_prompt(prompt: str) -> str:
     """The prompt asking for a program that answers the dataset prompt ``prompt`` (:data:`CODE_TEMPLATE`)."""
     return CODE_TEMPLATE.format(prompt=prompt)
+
+
+FENCE = re.compile(r"```[\w+-]*\r?\n?(.*?)```", re.DOTALL)  # a fenced code block, its language tag left out
+
+
+def program_of(completion: str) -> str:
+    """The program a completion holds: its last fenced code block (how a chat model's reply is read), else the
+    whole completion (the built-in code model writes a bare program)."""
+    blocks = FENCE.findall(completion)
+    return blocks[-1].strip() if blocks else completion
 
 
 def write_program(question: str) -> str:

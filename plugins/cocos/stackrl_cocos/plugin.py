@@ -18,7 +18,7 @@ from stackrl.blocks.turns import (
     ANSWER, SEGMENTS_COLUMN, check_instruction, first_turn, generate_turn, packed_samples, transitions,
 )
 from stackrl.plugin import training_only
-from stackrl.tasks.programs import CODE_MARKER
+from stackrl.tasks.programs import CODE_MARKER, program_of
 from stackrl.tasks import RETRY_INSTRUCTION
 from stackrl_cocos.rewards import accumulated, arithmetic_tests, turn_score
 
@@ -115,7 +115,7 @@ class Cocos(stackrl.Plugin):
                 continue
             programs = ([s.text for s in segments[row] if s.kind == ANSWER] if segments is not None
                         else [rollout.completions[row]])
-            turn_scores[row] = [score(program.strip(), tests) for program in programs]
+            turn_scores[row] = [score(program_of(program).strip(), tests) for program in programs]
             rewards[row] = accumulated(turn_scores[row], config.gamma)
         scored = [s for s in turn_scores if s]
         self._log(ctx, scored, [r for r in rewards if r is not None])

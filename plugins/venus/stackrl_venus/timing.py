@@ -7,11 +7,11 @@ others): run times differ between processes, and rewards read from them must be 
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
 from stackrl.blocks.sandbox import ExecResult
+from stackrl.tasks.programs import program_of  # noqa: F401 - where it was, for the plugin and its tests
 
 
 @dataclass
@@ -32,16 +32,6 @@ class Measurement:
     programs: list[Timed]
     runs: int
     seconds: float
-
-
-FENCE = re.compile(r"```[\w+-]*\r?\n?(.*?)```", re.DOTALL)
-
-
-def program_of(completion: str) -> str:
-    """The program a completion holds: its last fenced code block (the authors' reading of a reply), else the
-    whole completion (the built-in code model writes a bare program)."""
-    blocks = FENCE.findall(completion)
-    return blocks[-1].strip() if blocks else completion
 
 
 def prints(result: ExecResult, answer: str) -> bool:
