@@ -29,6 +29,8 @@ class CocosConfig:
     gamma: float = 0.5  # the discount of earlier turns' changes in the accumulated reward (the authors')
     retry_instruction: str = f"\n{RETRY_INSTRUCTION}\n{CODE_MARKER}\n"  # injected before each later program (ours:
     # the roles' retry instruction, then the code marker)
+    shared_first_turn: bool = True  # a group's rows continue one first program, context only, and train their later
+    # turns (the authors'); false: each row writes its own first program, trained with the rest (ours)
     fine_grained: bool = True  # a turn scores the share of tests passed (the authors' pass count); false: all or nothing
     tests_column: str = ""  # a column of each problem's assertion tests; "": the built-in task's tests, one per line
     # of its own program and the printed answer (stackrl_cocos.rewards.arithmetic_tests)
@@ -74,9 +76,16 @@ class Cocos(stackrl.Plugin):
     @stackrl.hookimpl
     @training_only
     def generate_rollout(self, prompts, ctx):
-        retry = ctx.tokenizer(self.config.retry_instruction, add_special_tokens=False)["input_ids"]
-        rows = first_turn(prompts, ANSWER, ctx)
-        for _ in range(self.config.turns - 1):
+        config = self.config
+        retry = ctx.tokenizer(config.retry_instruction, add_special_tokens=False)["input_ids"]
+        shared = config.shared_first_turn and config.turns > 1
+        size = ctx.group_size if shared else 1
+        rows = [row.copy() for row in first_turn(prompts[::size], ANSWER, ctx) for _ in range(size)]
+        if shared:  # the group's one first program is context: its later turns are what the rows differ by
+            for row in rows:
+                first = row.segments[0]
+                row.loss_mask[first.start:first.end] = [0] * (first.end - first.start)
+        for _ in range(config.turns - 1):
             for row in rows:
                 row.inject(retry)
             generate_turn(rows, ANSWER, ctx)

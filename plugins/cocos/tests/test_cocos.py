@@ -147,7 +147,7 @@ class _Generation:
 
 
 class _GenerateContext:
-    training, tokenizer, eos_token_ids = True, _Tokenizer(), [0]
+    training, tokenizer, eos_token_ids, group_size = True, _Tokenizer(), [0], 1
 
     def __init__(self):
         self.calls = []
@@ -159,9 +159,22 @@ class _GenerateContext:
 
 def test_the_rollout_writes_every_turn_after_the_masked_retry_instruction():
     ctx = _GenerateContext()
-    samples = make_plugin("cocos", turns=3, retry_instruction="\nR\n").generate_rollout(["Q"], ctx)
+    samples = make_plugin("cocos", turns=3, retry_instruction="\nR\n", shared_first_turn=False).generate_rollout(
+        ["Q"], ctx)
     assert len(ctx.calls) == 3  # one generate call a turn
     ids, mask = samples.completion_ids[0], samples.loss_mask[0]
     assert "".join(chr(i) for i in ids if i) == "p\nR\np\nR\np"
     assert mask == [1, 0, 0, 0, 1, 0, 0, 0, 1, 1]  # the programs (and the final eos) trained, the retries not
     assert [s.text for s in samples.columns[SEGMENTS_COLUMN][0]] == ["p", "p", "p"]
+
+
+def test_a_shared_first_program_is_sampled_once_a_group_and_kept_out_of_the_loss():
+    ctx = _GenerateContext()
+    ctx.group_size = 3
+    samples = make_plugin("cocos", retry_instruction="\nR\n").generate_rollout(["Q"] * 3 + ["S"] * 3, ctx)
+    assert [len(prompts) for prompts in ctx.calls] == [2, 6]  # one first program a group, a retry a row
+    assert ctx.calls[0] == ["Q", "S"]
+    for ids, mask in zip(samples.completion_ids, samples.loss_mask):
+        assert "".join(chr(i) for i in ids if i) == "p\nR\np"
+        assert mask == [0, 0, 0, 0, 1, 1]  # the shared first program is context; the retry trains
+    assert [s.text for s in samples.columns[SEGMENTS_COLUMN][4]] == ["p", "p"]  # both judged
