@@ -32,6 +32,7 @@ class CocosConfig:
     shared_first_turn: bool = True  # a group's rows continue one first program, context only, and train their later
     # turns (the authors'); false: each row writes its own first program, trained with the rest (ours)
     fine_grained: bool = True  # a turn scores the share of tests passed (the authors' pass count); false: all or nothing
+    program_end: str = ""  # a marker the program ends before (the authors' "[DONE]"); "": none
     tests_column: str = ""  # a column of each problem's assertion tests; "": the built-in task's tests, one per line
     # of its own program and the printed answer (stackrl_cocos.rewards.arithmetic_tests)
     question_column: str = "question"  # where the built-in task's tests are written from (tests_column "")
@@ -91,6 +92,11 @@ class Cocos(stackrl.Plugin):
             generate_turn(rows, ANSWER, ctx)
         return packed_samples(rows)
 
+    def program_in(self, text: str) -> str:
+        """A turn's program: its text up to ``program_end``, then its last fenced block if it has one."""
+        end = self.config.program_end
+        return program_of(text.split(end, 1)[0] if end else text).strip()
+
     def tests_of(self, columns: dict, row: int) -> list | None:
         """The row's tests, or ``None`` when it has none (no tests, no answer)."""
         config = self.config
@@ -124,7 +130,7 @@ class Cocos(stackrl.Plugin):
                 continue
             programs = ([s.text for s in segments[row] if s.kind == ANSWER] if segments is not None
                         else [rollout.completions[row]])
-            turn_scores[row] = [score(program_of(program).strip(), tests) for program in programs]
+            turn_scores[row] = [score(self.program_in(text), tests) for text in programs]
             rewards[row] = accumulated(turn_scores[row], config.gamma)
         scored = [s for s in turn_scores if s]
         self._log(ctx, scored, [r for r in rewards if r is not None])

@@ -178,3 +178,9 @@ def test_a_shared_first_program_is_sampled_once_a_group_and_kept_out_of_the_loss
         assert "".join(chr(i) for i in ids if i) == "p\nR\np"
         assert mask == [0, 0, 0, 0, 1, 1]  # the shared first program is context; the retry trains
     assert [s.text for s in samples.columns[SEGMENTS_COLUMN][4]] == ["p", "p"]  # both judged
+
+
+def test_a_program_ends_at_the_marker_and_a_fenced_block_is_read():
+    plugin = make_plugin("cocos", program_end="[DONE]")
+    assert plugin.program_in("def f(x):\n    return x + 1\n[DONE]\ntrailing") == "def f(x):\n    return x + 1"
+    assert make_plugin("cocos").program_in("Here:\n```python\nprint(1)\n```\n") == "print(1)"
