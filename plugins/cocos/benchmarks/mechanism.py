@@ -25,19 +25,20 @@ RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "cocos-cp
 FINAL_PASS = ("cocos.gamma=1", "cocos.fine_grained=false")  # the baseline: GRPO on the final turn's pass
 
 
-class _Rollout:
-    def __init__(self, completions, columns):
-        self.completions, self.columns, self.group_size = completions, columns, len(completions)
+class Recorded:
+    """A reward stage's context for hand-built rows: the rollout, the real sandbox (the section's defaults), and what
+    the plugin logs and reports acting on."""
 
-    def __len__(self):
-        return len(self.completions)
+    sandbox = None  # bubblewrap or unshare, refused where neither works
 
+    def __init__(self, completions: list, columns: dict, group_size: int | None = None):
+        from stackrl.context import Rollout
 
-class _Context:
-    sandbox = None  # the sandbox section's defaults: bubblewrap or unshare, refused where neither works
-
-    def __init__(self, rollout):
-        self.rollout, self.logged, self.acted_on = rollout, {}, None
+        n = len(completions)
+        self.rollout = Rollout(prompts=[""] * n, completions=list(completions), prompt_ids=[[]] * n,
+                               completion_ids=[[]] * n, columns=columns, group_size=group_size or n)
+        self.logged: dict = {}
+        self.acted_on = None
 
     def log(self, name, value):
         self.logged[name] = value
@@ -70,9 +71,8 @@ def constructed(seed: int = 0, **settings) -> dict:
     segments = [[Segment("answer", t, 0, 1, text) for t, text in enumerate(pair)] for pair in trajectories.values()]
     n = len(trajectories)
     plugin = make_plugin("cocos", **settings)
-    ctx = _Context(_Rollout(["\nTry again.\nProgram:\n".join(p) for p in trajectories.values()],
-                            {"question": [row["question"]] * n, "answer": [row["answer"]] * n,
-                             SEGMENTS_COLUMN: segments}))
+    ctx = Recorded(["\nTry again.\nProgram:\n".join(p) for p in trajectories.values()],
+                   {"question": [row["question"]] * n, "answer": [row["answer"]] * n, SEGMENTS_COLUMN: segments})
     rewards = plugin.reward(ctx=ctx)
     return {"names": list(trajectories), "scores": plugin.last["turn_scores"], "rewards": rewards,
             "tests": arithmetic_tests(row["question"], row["answer"]), "logged": ctx.logged, "acted": ctx.acted_on}

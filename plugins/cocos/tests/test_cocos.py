@@ -4,14 +4,19 @@ broken, a partial fix, plain rows, rows without tests); the rollout's turns; its
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stackrl.blocks.sandbox import ExecResult, IOCase
 from stackrl.blocks.turns import SEGMENTS_COLUMN, Segment
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin
+from stackrl.testing.repository import load_script
 from stackrl_cocos import plugin as cocos_plugin
 from stackrl_cocos.rewards import accumulated, arithmetic_tests
+
+SCRIPT = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "mechanism.py")
 
 
 class TestConformance(PluginConformance):
@@ -70,23 +75,9 @@ class ScriptedSandbox:
                           completed=ok, wall_s=0.01, cpu_s=0.01, isolated=True)
 
 
-class _Rollout:
-    def __init__(self, completions, columns, group_size):
-        self.completions, self.columns, self.group_size = completions, columns, group_size
-
-    def __len__(self):
-        return len(self.completions)
-
-
-class _Context:
-    def __init__(self, rollout):
-        self.rollout, self.logged, self.acted_on = rollout, {}, None
-
-    def log(self, name, value):
-        self.logged[name] = value
-
-    def acted(self, n, *, of, hint=None):
-        self.acted_on = (n, of)
+def _context(completions, columns, group_size):
+    """The benchmark's hand-built reward context (a real Rollout, the log and the activity recorded)."""
+    return SCRIPT.Recorded(completions, columns, group_size)
 
 
 def _segments(*texts):
@@ -100,11 +91,10 @@ ALL = {"assert a == 3", "assert b == 5", "print"}
 def test_the_reward_hook_scores_each_turn_and_accumulates(monkeypatch):
     sandbox = ScriptedSandbox({"right": ALL, "half": {"assert a == 3"}, "wrong": set()})
     monkeypatch.setattr(cocos_plugin.Sandbox, "of", staticmethod(lambda ctx: sandbox))
-    rollout = _Rollout(["x"] * 5, {"question": [QUESTION] * 5, "answer": ["5"] * 4 + [None],
+    ctx = _context(["x"] * 5, {"question": [QUESTION] * 5, "answer": ["5"] * 4 + [None],
                                    SEGMENTS_COLUMN: [_segments("right", "right"), _segments("wrong", "right"),
                                                      _segments("right", "wrong"), _segments("half", "right"),
                                                      _segments("wrong", "wrong")]}, group_size=5)
-    ctx = _Context(rollout)
     plugin = make_plugin("cocos")
     rewards = plugin.reward(ctx)
     assert plugin.last["turn_scores"][:4] == [[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [pytest.approx(1 / 3), 1.0]]
@@ -121,18 +111,18 @@ def test_all_or_nothing_scores_and_plain_rows(monkeypatch):
     sandbox = ScriptedSandbox({"right": ALL, "half": {"assert a == 3"}})
     monkeypatch.setattr(cocos_plugin.Sandbox, "of", staticmethod(lambda ctx: sandbox))
     plugin = make_plugin("cocos", fine_grained=False)
-    segmented = _Rollout(["x"], {"question": [QUESTION], "answer": ["5"], SEGMENTS_COLUMN: [_segments("half", "right")]}, 1)
-    assert plugin.reward(_Context(segmented)) == [1.0]  # 0.5 * 0 + (1 - 0)
-    plain = _Rollout(["half", "right"], {"question": [QUESTION] * 2, "answer": ["5"] * 2}, 2)  # evaluation rows
-    assert make_plugin("cocos").reward(_Context(plain)) == [pytest.approx(1 / 3), 1.0]
+    segmented = _context(["x"], {"question": [QUESTION], "answer": ["5"], SEGMENTS_COLUMN: [_segments("half", "right")]}, 1)
+    assert plugin.reward(segmented) == [1.0]  # 0.5 * 0 + (1 - 0)
+    plain = _context(["half", "right"], {"question": [QUESTION] * 2, "answer": ["5"] * 2}, 2)  # evaluation rows
+    assert make_plugin("cocos").reward(plain) == [pytest.approx(1 / 3), 1.0]
 
 
 def test_a_tests_column_replaces_the_built_in_tests(monkeypatch):
     sandbox = ScriptedSandbox({"f": {"assert f(1) == 2"}})
     monkeypatch.setattr(cocos_plugin.Sandbox, "of", staticmethod(lambda ctx: sandbox))
     plugin = make_plugin("cocos", tests_column="test_list")
-    rollout = _Rollout(["f", "f"], {"test_list": [["assert f(1) == 2", "assert f(2) == 3"], []]}, 2)
-    assert plugin.reward(_Context(rollout)) == [0.5, None]
+    ctx = _context(["f", "f"], {"test_list": [["assert f(1) == 2", "assert f(2) == 3"], []]}, 2)
+    assert plugin.reward(ctx) == [0.5, None]
 
 
 class _Tokenizer:
