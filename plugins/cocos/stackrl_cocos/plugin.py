@@ -66,6 +66,9 @@ class Cocos(stackrl.Plugin):
     def check_run(self, run):
         check_isolation(run.sandbox)
         config = self.config
+        if not config.tests_column and run.source != "arithmetic":
+            raise stackrl.ConfigError(f"cocos.tests_column: needed with data.source {run.source!r} (the plugin writes "
+                                      "tests only for the built-in arithmetic task's questions)")
         needed = [config.tests_column] if config.tests_column else [config.question_column, config.answer_column]
         for column in needed:
             if run.columns is not None and column not in run.columns:
@@ -106,7 +109,10 @@ class Cocos(stackrl.Plugin):
         questions, answers = columns.get(config.question_column), columns.get(config.answer_column)
         if questions is None or answers is None or answers[row] in (None, ""):
             return None
-        return arithmetic_tests(questions[row], answers[row])
+        try:
+            return arithmetic_tests(questions[row], answers[row])
+        except ValueError:  # a row of another task in the pool (a stacked plugin's): no tests, not scored
+            return None
 
     @stackrl.hookimpl
     def reward(self, ctx):

@@ -100,6 +100,8 @@ def test_the_reward_hook_scores_each_turn_and_accumulates(monkeypatch):
     assert plugin.last["turn_scores"][:4] == [[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [pytest.approx(1 / 3), 1.0]]
     assert rewards[:4] == [0.5, 1.0, -0.5, pytest.approx(0.5 / 3 + 2 / 3)]
     assert rewards[4] is None  # no answer: not scored
+    other = _context(["x"], {"question": ["Q: How many pets?\n"], "answer": ["2"], SEGMENTS_COLUMN: [_segments("right")]}, 1)
+    assert plugin.reward(other) == [None]  # a row of another task: no tests, not scored
     assert ctx.acted_on == (4, 5)
     assert ctx.logged["wrong_to_right"] == 0.5 and ctx.logged["right_to_wrong"] == 0.25
     assert ctx.logged["fix_rate"] == 1.0  # both wrong first programs were fixed
@@ -174,3 +176,21 @@ def test_a_program_ends_at_the_marker_and_a_fenced_block_is_read():
     plugin = make_plugin("cocos", program_end="[DONE]")
     assert plugin.program_in("def f(x):\n    return x + 1\n[DONE]\ntrailing") == "def f(x):\n    return x + 1"
     assert make_plugin("cocos").program_in("Here:\n```python\nprint(1)\n```\n") == "print(1)"
+
+
+class _Run:
+    def __init__(self, source="arithmetic", columns=("question", "answer")):
+        from stackrl.sandbox_section import SandboxSection
+
+        self.source, self.columns, self.sandbox = source, columns, SandboxSection()
+
+
+def test_a_run_whose_tests_it_cannot_write_or_read_is_refused():
+    import stackrl
+
+    with pytest.raises(stackrl.ConfigError, match="cocos.tests_column: needed with data.source 'sql'"):
+        make_plugin("cocos").check_run(_Run(source="sql"))
+    with pytest.raises(stackrl.ConfigError, match="cocos.tests_column: 'test_list' is no column"):
+        make_plugin("cocos", tests_column="test_list").check_run(_Run(source="mbpp", columns=("text", "code")))
+    make_plugin("cocos", tests_column="test_list").check_run(_Run(source="mbpp", columns=("text", "test_list")))
+    make_plugin("cocos").check_run(_Run())
