@@ -19,9 +19,9 @@ import statistics
 from dataclasses import dataclass
 
 import stackrl
-from stackrl.blocks.sandbox import Sandbox, check_isolation, measured_once
+from stackrl.blocks.sandbox import Sandbox, check_isolation, measured_once, program_of
 from stackrl_venus.efficiency import program_reward, run_time
-from stackrl_venus.timing import measure, program_of
+from stackrl_venus.timing import measure
 
 BASELINES = ("reference", "group")
 TIMERS = ("cpu", "wall")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from stackrl.blocks.sandbox import ExecResult, program_of  # noqa: F401  (program_of: the block's, read here by venus)
+from stackrl.blocks.sandbox import ExecResult
 
 
 @dataclass

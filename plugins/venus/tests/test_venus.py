@@ -15,7 +15,7 @@ from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import make_plugin
 from stackrl_venus import efficiency
 from stackrl_venus import plugin as venus_plugin
-from stackrl_venus.timing import measure, program_of
+from stackrl_venus.timing import measure
 
 
 class TestConformance(PluginConformance):
@@ -171,9 +171,3 @@ def test_a_run_without_a_reference_it_can_write_or_read_is_refused():
     with pytest.raises(stackrl.ConfigError, match="venus.reference_column: 'program' is no column"):
         make_plugin("venus", reference_column="program").check_run(Facts())
     make_plugin("venus", baseline="group").check_run(Facts(source="sql", columns=("question", "answer")))
-
-
-def test_the_program_is_the_last_fenced_block_else_the_whole_completion():
-    assert program_of("a = 1\nprint(a)") == "a = 1\nprint(a)"
-    assert program_of("Slow:\n```python\nprint(1)\n```\nFaster:\n```py\nprint(2)\n```\nDone.") == "print(2)"
-    assert program_of("```\nprint(3)```") == "print(3)"
