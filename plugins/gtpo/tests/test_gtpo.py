@@ -56,36 +56,22 @@ def test_returns_are_discounted_from_each_turn_on():
     assert returns([[0.0, 0.0, 1.0], [1.0]], 0.5) == [[0.25, 0.5, 1.0], [1.0]]
 
 
-class Recorder:
-    def __init__(self):
-        self.logged, self.acted = {}, None
-
-    def log(self, name, value):
-        self.logged[name] = value
-
-    def acted_on(self, n, *, of, hint=None):
-        self.acted = (n, of)
-
-
-class FakeRollout:
-    def __init__(self, columns, rows, width):
-        self.columns, self.rows, self.width = columns, rows, width
-
-    def __len__(self):
-        return self.rows
-
-    def completion_mask(self):
-        return torch.ones(self.rows, self.width)
-
-
 def _context(paid, totals, spans, texts, width, group_size):
+    """An advantage context over a hand-built runner rollout: rows with their turn payments, total rewards and
+    action segments (``spans``, ``texts``), completions ``width`` tokens wide; what it logs and reports is kept."""
     segments = [[Segment("action", k, start, end, text) for k, ((start, end), text) in enumerate(zip(row, words))]
                 for row, words in zip(spans, texts)]
-    columns = {TURN_REWARDS_COLUMN: paid, SEGMENTS_COLUMN: segments}
-    recorder = Recorder()
-    ctx = SimpleNamespace(rollout=FakeRollout(columns, len(paid), width), group_size=group_size,
-                          total_reward=torch.tensor(totals), log=recorder.log, acted=recorder.acted_on)
-    return ctx, recorder
+    return _bare({TURN_REWARDS_COLUMN: paid, SEGMENTS_COLUMN: segments}, len(paid), width, group_size,
+                 torch.tensor(totals))
+
+
+def _bare(columns, rows, width, group_size, totals=None):
+    rollout = type("Rollout", (list,), {})(range(rows))
+    rollout.columns, rollout.completion_mask = columns, lambda: torch.ones(rows, width)
+    seen = SimpleNamespace(logged={}, acted=None)
+    ctx = SimpleNamespace(rollout=rollout, group_size=group_size, total_reward=totals, log=seen.logged.__setitem__,
+                          acted=lambda n, of, hint=None: setattr(seen, "acted", (n, of)))
+    return ctx, seen
 
 
 def test_each_action_gets_its_turns_return_normalised_against_the_same_turn_of_the_group():
@@ -116,10 +102,9 @@ def test_a_turn_alone_in_its_slot_gets_zero_and_a_rollout_without_the_runner_kee
     ctx, _ = _context([[0.0, 1.0], [1.0]], [1.0, 1.0], [[(0, 1), (2, 3)], [(0, 1)]], [["x", "y"], ["y"]], 4, 2)
     got = Gtpo(GtpoConfig()).estimate_advantages(ctx)
     assert got[0, 2].item() == 0.0  # the second turn: only row 0 reached it
-    recorder = Recorder()
-    bare = SimpleNamespace(rollout=FakeRollout({}, 3, 5), group_size=3, log=recorder.log, acted=recorder.acted_on)
+    bare, seen = _bare({}, 3, 5, 3)
     assert Gtpo(GtpoConfig()).estimate_advantages(bare) is None
-    assert recorder.acted == (0, 3)
+    assert seen.acted == (0, 3)
 
 
 def test_the_interpreter_keeps_state_across_turns_and_ends_on_the_answer():
