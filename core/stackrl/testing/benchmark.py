@@ -14,7 +14,9 @@ line a run as it ends, then the means over the seeds as a table.
   measures one plugin's own rollout on held-out problems, after the plugin's runs and plain GRPO's (svrr1,
   selfcorrect);
 - :func:`self_correcting`: the main of the two-attempt methods' benchmarks, held-out self-correction after a short
-  run against plain GRPO (:func:`stackrl.testing.heldout.self_correction_after`).
+  run against plain GRPO (:func:`stackrl.testing.heldout.self_correction_after`);
+- :func:`training_rollouts`: one short training run of a recipe given as a dict, with each step's training rollout
+  measured as it ends (the environment runner's benchmarks measure the episodes they train on).
 
 A script keeps its ``run(...)`` (or what its mechanism test calls) and its main is a few lines: parse, then
 ``compare(args, methods, lambda method, seed, folder: ..., figures=...)``.
@@ -200,3 +202,29 @@ def self_correcting(description: str, plugin: str) -> None:
     compare(args, ("grpo", plugin), lambda method, seed, folder: run(method, seed, args.steps, folder),
             figures=("net", "fix", "keep", "first"), before=lambda folder: run(plugin, 0, 0, folder),
             number_format="+.3f")
+
+
+def training_rollouts(tree: dict, measure: Callable[[object], dict], *, seed: int, steps: int, overrides=()):
+    """Train the recipe ``tree`` (a config as a dict) ``steps`` steps at ``seed`` with ``key=value`` ``overrides``,
+    torch on one thread, in a temporary folder; returns ``measure`` of each step's training rollout, in order, and
+    the trainer (its last rollout and loss inputs still on it)."""
+    import yaml
+    from transformers import TrainerCallback
+
+    from stackrl.config import load_config
+    from stackrl.run import build_trainer
+
+    with one_thread(), tempfile.TemporaryDirectory() as out:
+        recipe = Path(out) / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump(tree))
+        settings = [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={out}/run", *overrides]
+        trainer = build_trainer(load_config([recipe], settings))
+        seen: list[dict] = []
+
+        class Measure(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                seen.append(measure(trainer._rollouts["train"]))
+
+        trainer.add_callback(Measure())
+        trainer.train()
+    return seen, trainer
