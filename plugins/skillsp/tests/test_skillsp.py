@@ -5,9 +5,19 @@ import pytest
 import torch
 
 from stackrl.blocks.experience import ExperienceSettings
+from stackrl.testing.benchmark import one_thread
 from stackrl.testing.conformance import PluginConformance
 from stackrl.testing.fixtures import StopAt, make_plugin, train_steps
 from stackrl_skillsp import informativeness, sampling_weights, solve_rates, updated_utility
+
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Torch on one thread: the tiny models gain nothing from more, and a loaded machine's spinning threads cost."""
+    with one_thread():
+        yield
+
 
 QUICK = {"per_device_train_batch_size": 12, "num_generations": 2, "max_completion_length": 8}
 
@@ -62,7 +72,7 @@ def _hand_weights(utilities, skills, solved, alpha=0.5, floor=0.05):
 
 
 def test_each_step_updates_the_utilities_from_the_solver_and_reweights_the_pool(make_config):
-    trainer = {**QUICK, "max_steps": 2, "max_completion_length": 48}
+    trainer = {**QUICK, "max_steps": 2, "max_completion_length": 40}
     config = make_config(["skillsp"], trainer=trainer, model={"name_or_path": "stackrl/arith-tiny"})
     begun, seen = [], []
 
