@@ -13,6 +13,7 @@ from stackrl.blocks.experience import Experience, ExperienceLibrary, ExperienceS
 from stackrl.pool import CATEGORY_COLUMN
 from stackrl.rewards import OutcomeSettings, reference_answers
 
+from stackrl_skillsp.proposer import propose
 from stackrl_skillsp.controller import sampling_weights, solve_rates, updated_utility
 
 
@@ -26,6 +27,13 @@ class SkillSPConfig(OutcomeSettings):
     floor: float = 0.05  # added to every utility before normalising: no skill in the library is never drawn
     # The skill library: one record per skill, keyed by the skill's name; past `capacity`, the skill of lowest
     # utility leaves it (and is no longer drawn).
+    # The proposer (built-in task only, a model that poses: stackrl/arith-skills): after each step, `propose` tasks,
+    # each for a skill drawn by the controller's weights, written by the policy from `examples` problems of that
+    # skill; those the task's reader verifies as problems of that skill join the pool under it. 0: no proposer.
+    propose: int = 0
+    examples: int = 4
+    problem_column: str = "question"
+    max_new_tokens: int = 64
     experience: ExperienceSettings = field(
         default_factory=lambda: ExperienceSettings(capacity=64, eviction="lowest_utility"))
 
@@ -36,6 +44,12 @@ class SkillSPConfig(OutcomeSettings):
             raise ConfigError(f"skillsp.initial_utility: must lie in [0, 1], not {self.initial_utility}")
         if not (math.isfinite(self.floor) and self.floor > 0):
             raise ConfigError(f"skillsp.floor: must be a positive number, not {self.floor}")
+        if self.propose < 0:
+            raise ConfigError(f"skillsp.propose: must be 0 (no proposer) or more, not {self.propose}")
+        if self.examples < 1:
+            raise ConfigError(f"skillsp.examples: must be at least 1, not {self.examples}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"skillsp.max_new_tokens: must be at least 1, not {self.max_new_tokens}")
 
 
 class SkillSP(Plugin):
@@ -95,9 +109,15 @@ class SkillSP(Plugin):
                 ctx.log(f"solve_rate/{skill}", rate)
         counted = sum(s is not None and s in self.library for s in skills)
         ctx.acted(counted, of=len(skills), hint=None if counted else f"no row had a '{CATEGORY_COLUMN}' (a skill)")
-        self._route(ctx)
+        weights = self._route(ctx)
+        if self.config.propose:
+            config = self.config
+            tasks, asked = propose(ctx, weights, config.propose, config.examples, config.problem_column,
+                                   config.max_new_tokens)
+            ctx.log("proposer/verified", len(tasks) / asked if asked else 0.0)
+            self._route(ctx)
 
-    def _route(self, ctx) -> None:
+    def _route(self, ctx) -> dict:
         if ctx.pool is None:
             raise PluginError("skillsp needs the prompt pool, which this run lacks (its training data is not a "
                               "map-style dataset)")
@@ -111,6 +131,7 @@ class SkillSP(Plugin):
             ctx.log(f"weight/{skill}", weights[skill])
             ctx.log(f"utility/{skill}", self.library.get(skill).utility)
         ctx.log("skills", len(self.library))
+        return weights
 
     @hookimpl
     def state_dict(self):
