@@ -8,7 +8,8 @@ from stackrl.run import build_trainer
 from stackrl.tasks.arithmetic import read_problem
 from stackrl.testing.benchmark import one_thread
 from stackrl.testing.tiny import tiny_config
-from stackrl_skillsp.proposer import drawn_skills, verified
+from stackrl.tasks.posing import request_text
+from stackrl_skillsp.proposer import drawn_skills, propose, verified
 
 
 def test_a_reply_is_kept_only_as_a_problem_of_the_requested_skill():
@@ -23,6 +24,59 @@ def test_skills_are_drawn_by_the_weights_the_same_at_every_call():
     drawn = drawn_skills(weights, 200, step=3)
     assert drawn == drawn_skills(weights, 200, step=3) and "c" not in drawn
     assert 150 < drawn.count("a") < 200
+
+
+class FakePool:
+    def __init__(self, rows):
+        self.rows, self.added = rows, []
+
+    def active_rows(self):
+        return list(range(len(self.rows)))
+
+    def row(self, i):
+        return dict(self.rows[i])
+
+    def format_row(self, columns):
+        return {**columns, "prompt": columns["question"]}
+
+    def add_rows(self, rows):
+        self.added.extend(rows)
+        return list(range(len(self.rows), len(self.rows) + len(rows)))
+
+
+class Reply:
+    def __init__(self, text):
+        self.text = text
+
+
+class FakeContext:
+    """A post_step context: the pool above, and a policy whose replies are scripted in request order."""
+
+    def __init__(self, pool, replies):
+        self.pool, self.step, self.replies, self.asked = pool, 5, replies, []
+
+    def generate(self, prompts, **sampling):
+        self.asked.extend(prompts)
+        return [Reply(text) for text in self.replies[:len(prompts)]]
+
+
+def test_each_request_shows_its_skill_and_only_verified_tasks_of_that_skill_join_under_it():
+    easy, hard = "2 steps, 1-digit", "3 steps, 2-digit"
+    easy_qs = ["What is (3 + 4) * 2?\n", "What is (5 - 1) * 3?\n", "What is (2 + 2) * 9?\n"]
+    hard_qs = ["What is ((68 - 10) * 8) + 36?\n"]
+    assert {read_problem(q)["category"] for q in easy_qs} == {easy} and read_problem(hard_qs[0])["category"] == hard
+    pool = FakePool([{"question": q, "category": easy, "answer": "0"} for q in easy_qs]
+                    + [{"question": q, "category": hard, "answer": "0"} for q in hard_qs])
+    weights = {easy: 1.0, hard: 0.0}  # every request for the easy skill
+    replies = [" What is (6 + 1) * 2?\n", " What is ((35 * 3) + 20) * 8?\n", " Draw a map.\n",
+               " What is (3 + 4) * 2?\n"]
+    ctx = FakeContext(pool, replies)
+    tasks, asked = propose(ctx, weights, count=4, examples=2, column="question", max_new_tokens=64)
+    assert asked == 4 and ctx.asked == [request_text([q for q in easy_qs[:2]])] * 4
+    # kept: the new easy task, with its computed answer; refused: a task of another skill, no task, a pool question
+    assert tasks == [(easy, "What is (6 + 1) * 2?", "14")]
+    assert pool.added == [{"question": "What is (6 + 1) * 2?\n", "prompt": "What is (6 + 1) * 2?\n", "answer": "14",
+                           "category": easy}]
 
 
 def test_posed_tasks_join_the_pool_under_their_skill(tmp_path):
