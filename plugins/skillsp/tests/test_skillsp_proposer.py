@@ -67,16 +67,16 @@ def test_each_request_shows_its_skill_and_only_verified_tasks_of_that_skill_join
     assert {read_problem(q)["category"] for q in easy_qs} == {easy} and read_problem(hard_qs[0])["category"] == hard
     pool = FakePool([{"question": q, "category": easy, "answer": "0"} for q in easy_qs]
                     + [{"question": q, "category": hard, "answer": "0"} for q in hard_qs])
-    weights = {easy: 1.0, hard: 0.0}  # every request for the easy skill
-    replies = [" What is (6 + 1) * 2?\n", " What is ((35 * 3) + 20) * 8?\n", " Draw a map.\n",
-               " What is (3 + 4) * 2?\n"]
+    weights = {easy: 0.0, hard: 1.0}  # every request for the hard skill
+    replies = [" What is ((35 * 3) + 20) * 8?\n", " What is (6 + 1) * 2?\n", " Draw a map.\n",
+               " What is ((68 - 10) * 8) + 36?\n"]
     ctx = FakeContext(pool, replies)
     tasks, asked = propose(ctx, weights, count=4, examples=2, column="question", max_new_tokens=64)
-    assert asked == 4 and ctx.asked == [request_text([q for q in easy_qs[:2]])] * 4
-    # kept: the new easy task, with its computed answer; refused: a task of another skill, no task, a pool question
-    assert tasks == [(easy, "What is (6 + 1) * 2?", "14")]
-    assert pool.added == [{"question": "What is (6 + 1) * 2?\n", "prompt": "What is (6 + 1) * 2?\n", "answer": "14",
-                           "category": easy}]
+    assert asked == 4 and ctx.asked == [request_text(hard_qs)] * 4  # the hard skill's problems only
+    # kept: the new hard task, with its computed answer; refused: another skill's task, no task, a pool question
+    assert tasks == [(hard, "What is ((35 * 3) + 20) * 8?", "1000")]
+    assert pool.added == [{"question": "What is ((35 * 3) + 20) * 8?\n", "prompt": "What is ((35 * 3) + 20) * 8?\n",
+                           "answer": "1000", "category": hard}]
 
 
 def test_posed_tasks_join_the_pool_under_their_skill(tmp_path):
