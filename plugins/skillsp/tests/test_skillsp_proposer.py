@@ -83,7 +83,7 @@ def test_posed_tasks_join_the_pool_under_their_skill(tmp_path):
     config = tiny_config(
         "stackrl/arith-skills", ["skillsp"], tmp_dir=tmp_path / "config",
         data={"source": "arithmetic", "size": 24}, rewards={"exact_match": 1.0},
-        skillsp={"propose": 8},
+        skillsp={"propose": 16},
         trainer={"per_device_train_batch_size": 8, "num_generations": 2, "max_completion_length": 48,
                  "max_steps": 1, "temperature": 1.0, "seed": 0},
         output_dir=str(tmp_path / "out"),
@@ -94,7 +94,7 @@ def test_posed_tasks_join_the_pool_under_their_skill(tmp_path):
     added = [run.pool.row(i) for i in run.pool.active_rows() if i >= 24]
     logged = [e for e in run.state.log_history if "skillsp/proposer/verified" in e]
     assert added, "the model posed no verified task: the test is void"
-    assert logged and logged[0]["skillsp/proposer/verified"] == pytest.approx(len(added) / 8)
+    assert logged and logged[0]["skillsp/proposer/verified"] == pytest.approx(len(added) / 16)
     for row in added:
         problem = read_problem(row["question"])
         assert problem is not None and problem["category"] == row["category"], row
