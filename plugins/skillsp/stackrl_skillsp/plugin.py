@@ -13,8 +13,8 @@ from stackrl.blocks.experience import Experience, ExperienceLibrary, ExperienceS
 from stackrl.pool import CATEGORY_COLUMN
 from stackrl.rewards import OutcomeSettings, reference_answers
 
-from stackrl_skillsp.proposer import propose
 from stackrl_skillsp.controller import sampling_weights, solve_rates, updated_utility
+from stackrl_skillsp.proposer import propose
 
 
 @dataclass
@@ -66,6 +66,8 @@ class SkillSP(Plugin):
 
     def check_run(self, run):
         run.need_column("skillsp", CATEGORY_COLUMN, "whose values name the skill of each problem")
+        if self.config.propose:
+            run.need_column("skillsp.problem_column", self.config.problem_column, "whose problems show the proposer a skill")
 
     @property
     def utilities(self) -> dict[str, float]:
