@@ -16,7 +16,7 @@ import torch
 
 import stackrl
 from stackrl.blocks.selfinstruct import SelfInstructSettings, SimilarityIndex, rule_rejection
-from stackrl.blocks.selfplay import QuestionPrompts, majority, solve
+from stackrl.blocks.selfplay import QuestionPrompts, majority, solutions
 from stackrl.rewards import extract_answer
 from stackrl.tasks.posing import parse_problems, request_text
 
@@ -165,38 +165,40 @@ class Sws(stackrl.Plugin):
                 shown = self._pick(failures[category], config.examples)
                 text = request_text([str(pool.row(row)[column]) for row in shown])
                 prompts.append([{"role": "user", "content": text}] if pool.chat else text)
-                asked.append(category)
+                asked.append((category, shown))
         replies = ctx.generate(prompts, model=config.model, **config.pose_sampling) if prompts else []
         index, rules = SimilarityIndex(known), SelfInstructSettings(max_similarity=config.max_similarity)
         candidates = []
-        for category, reply in zip(asked, replies):
+        for (category, _), reply in zip(asked, replies):
             for problem in parse_problems(reply.text, continued=not pool.chat):
                 if rule_rejection(problem, rules) is None and index.closest(problem) <= config.max_similarity:
                     index.add(problem)
                     candidates.append((problem, category))
                     break
-        references = self.check_answers(ctx, questions, [problem for problem, _ in candidates])
+        references, answers = self.check_answers(ctx, questions, [problem for problem, _ in candidates])
         rows = [pool.format_row({column: questions.text(problem), config.answer_column: answer,
                                  CATEGORY_COLUMN: category})
                 for (problem, category), answer in zip(candidates, references) if answer is not None]
         ids = pool.add_rows(rows) if rows else []
         self.written.update((i, row[CATEGORY_COLUMN]) for i, row in zip(ids, rows))
         self.pending.update(ids)
-        self.last_round = {"step": ctx.step, "ratios": ratios, "budgets": shares, "candidates": candidates,
-                           "references": references, "added": ids}
+        self.last_round = {"step": ctx.step, "ratios": ratios, "budgets": shares, "requests": asked,
+                           "candidates": candidates, "answers": answers, "references": references, "added": ids}
         ctx.log("weak_categories", len(shares))
         ctx.log("posed", len(candidates))
         ctx.log("added", len(ids))
         return ids
 
-    def check_answers(self, ctx, questions: QuestionPrompts, problems: list[str]) -> list[str | None]:
+    def check_answers(self, ctx, questions: QuestionPrompts, problems: list[str]):
         """Each problem's reference answer: the majority of ``answer_samples`` of the model's solutions when at
-        least ``min_agreement`` of them give it, else ``None`` (the problem is dropped)."""
+        least ``min_agreement`` of them give it, else ``None`` (the problem is dropped); and the answers read from
+        each problem's solutions."""
         config = self.config
-        groups = solve(ctx, [questions(p) for p in problems], config.answer_samples, extract_answer,
-                       math_verify=config.math_verify, model=config.model, **config.answer_sampling)
-        found = [majority(group, unanswered_votes=False) for group in groups]
-        return [m.answer if m.answer is not None and m.votes >= config.min_agreement else None for m in found]
+        solved = solutions(ctx, [questions(p) for p in problems], config.answer_samples, extract_answer,
+                           math_verify=config.math_verify, model=config.model, **config.answer_sampling)
+        found = [majority(group, unanswered_votes=False) for _, group in solved]
+        references = [m.answer if m.answer is not None and m.votes >= config.min_agreement else None for m in found]
+        return references, [[extract_answer(text) for text in texts] for texts, _ in solved]
 
     def _pick(self, rows: list[int], count: int) -> list[int]:
         order = torch.randperm(len(rows), generator=self._generator)[:count].tolist()

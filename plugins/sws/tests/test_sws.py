@@ -135,6 +135,8 @@ def test_a_round_writes_for_the_weak_categories_from_their_failures_and_keeps_ch
     assert sws.last_round["ratios"] == pytest.approx(RATIOS) and sws.last_round["budgets"] == BUDGETS
     # Five requests for A, each listing A's failure cases (0, 1, 2, not the improving 3), two for B (5 alone).
     assert [shown_rows(r) for r in second.requests] == [{0, 1, 2}] * 5 + [{5}] * 2
+    assert [(c, set(shown)) for c, shown in sws.last_round["requests"]] == [("A", {0, 1, 2})] * 5 + [("B", {5})] * 2
+    assert sws.last_round["answers"][1] == ["102", "7", "102", "102"]
     candidates = sws.last_round["candidates"]
     assert [c for _, c in candidates] == ["A"] * 5 + ["B"] * 2
     added = sws.last_round["added"]
