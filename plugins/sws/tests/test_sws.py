@@ -192,3 +192,35 @@ def test_model_names_a_model_of_the_run_and_an_aux_answerer_takes_one_sample():
         make_plugin("sws", model="strong").check_run(RunFacts(**facts, aux_models=("strong",)))
     one = make_plugin("sws", model="strong", answer_samples=1, min_agreement=1)
     assert one.check_run(RunFacts(**facts, aux_models=("strong",))) is None
+
+
+# -- a resumed run ------------------------------------------------------------------------------------------------
+
+
+def test_a_resumed_run_records_and_writes_what_an_uninterrupted_one_does(tmp_path):
+    from stackrl.run import build_trainer
+    from stackrl.testing.fixtures import StopAt
+    from stackrl.testing.tiny import tiny_config
+
+    def train(folder, callbacks=(), resume=None, save="steps"):
+        config = tiny_config(
+            "unused", ["sws"], tmp_dir=folder / "config", model={"name_or_path": "stackrl/arith-tiny"},
+            data={"size": 3}, output_dir=str(folder),
+            trainer={"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 24,
+                     "max_steps": 2, "seed": 1, "save_strategy": save, "save_steps": 1},
+            sws={"every_steps": 2, "problems_per_round": 4, "answer_samples": 2, "min_agreement": 1,
+                 "math_verify": False, "max_similarity": 1.0, "max_pass_rate": 1.0,
+                 "pose_sampling": {"do_sample": True, "temperature": 1.0, "max_new_tokens": 24},
+                 "answer_sampling": {"do_sample": True, "temperature": 1.0, "max_new_tokens": 24}})
+        run = build_trainer(config, callbacks=list(callbacks))
+        run.train(resume_from_checkpoint=resume)
+        return run
+
+    straight = train(tmp_path / "straight", save="no")
+    train(tmp_path / "resumed", callbacks=[StopAt(1)])
+    resumed = train(tmp_path / "resumed", resume=True)
+    want, got = straight.plugins.plugins["sws"], resumed.plugins.plugins["sws"]
+    assert want.rounds == 1 and any(len(r) == 2 for r in want.records.values())
+    assert got.state_dict()["records"] == want.state_dict()["records"]
+    assert (got.written, got.pending, got.rounds) == (want.written, want.pending, want.rounds)
+    assert [resumed.pool.row(i) for i in got.written] == [straight.pool.row(i) for i in want.written]
