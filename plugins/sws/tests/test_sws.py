@@ -199,6 +199,7 @@ def test_model_names_a_model_of_the_run_and_an_aux_answerer_takes_one_sample():
 
 def test_a_resumed_run_records_and_writes_what_an_uninterrupted_one_does(tmp_path):
     from stackrl.run import build_trainer
+    from stackrl.testing.benchmark import one_thread
     from stackrl.testing.fixtures import StopAt
     from stackrl.testing.tiny import tiny_config
 
@@ -213,7 +214,8 @@ def test_a_resumed_run_records_and_writes_what_an_uninterrupted_one_does(tmp_pat
                  "pose_sampling": {"do_sample": True, "temperature": 1.0, "max_new_tokens": 24},
                  "answer_sampling": {"do_sample": True, "temperature": 1.0, "max_new_tokens": 24}})
         run = build_trainer(config, callbacks=list(callbacks))
-        run.train(resume_from_checkpoint=resume)
+        with one_thread():  # the tiny model's small matmuls spin threads on a loaded machine
+            run.train(resume_from_checkpoint=resume)
         return run
 
     straight = train(tmp_path / "straight", save="no")
