@@ -115,6 +115,6 @@ def test_the_loss_receives_the_normalised_geometric_mean_of_the_two_teachers():
 def test_a_short_run_moves_the_policy_toward_the_product_of_its_teachers():
     mechanism = load_script(BENCHMARK)
     figures = mechanism.run("selfci", seed=0, steps=6, heldout=16, overrides=SHORT)
-    # Measured: 0.77 -> 0.xx. A loss that pulled toward one teacher, or toward the arithmetic mean, would still
-    # lower it somewhat; the hand check above is the exact one. Here: the run acts in the direction it should.
-    assert figures["kl_poe"] < 0.9 * figures["kl_poe_before"], figures
+    # Measured: 0.715 -> 0.630 (the KL to the utility teacher alone rises meanwhile, 1.19 -> 1.34: the product
+    # lies between the teachers). A loss pushed the wrong way would raise it; the hand check above is the exact one.
+    assert figures["kl_poe"] < 0.95 * figures["kl_poe_before"], figures
