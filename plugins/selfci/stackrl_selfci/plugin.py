@@ -51,8 +51,9 @@ class Selfci(SelfTeacherPlugin):
 
     @hookimpl
     def train_begin(self, ctx):
-        if self.config.teacher == "initial":
-            ctx.update_snapshot(self.name)  # taken once, never moved
+        if self.config.teacher == "initial" and ctx.step == 0:
+            # taken once, never moved; checkpointed, so that a resumed run gets the starting weights back
+            ctx.update_snapshot(self.name, checkpoint=True)
 
     @hookimpl
     def loss_term(self, ctx):

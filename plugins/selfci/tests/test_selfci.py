@@ -8,6 +8,7 @@ from stackrl import ConfigError
 from stackrl.blocks.teacher import reverse_kl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
+from stackrl.testing.fixtures import make_plugin
 from stackrl_selfci import Selfci, SelfciConfig, complementary_kl, product_of_experts
 
 CPU_SETTINGS = {"utility_template": REFERENCE_TEMPLATE,
@@ -95,3 +96,27 @@ def test_the_gradient_points_at_the_product_and_vanishes_there():
 def test_bad_settings_name_their_key(settings, message):
     with pytest.raises(ConfigError, match=message):
         Selfci(SelfciConfig(**settings))
+
+
+# -- the frozen teacher --------------------------------------------------------------------------------------------
+
+
+class Steps:
+    """A step context that records the snapshots it is asked to take."""
+
+    def __init__(self, step):
+        self.step, self.taken = step, []
+
+    def update_snapshot(self, name, decay=0.0, *, checkpoint=False):
+        self.taken.append((name, decay, checkpoint))
+
+
+@pytest.mark.parametrize("teacher", ["initial", "reference", "policy"])
+def test_the_initial_teacher_is_taken_once_checkpointed_and_not_retaken_on_resume(teacher):
+    plugin = make_plugin("selfci", teacher=teacher)
+    start, resumed = Steps(0), Steps(7)
+    plugin.train_begin(start)
+    plugin.train_begin(resumed)
+    assert start.taken == ([("selfci", 0.0, True)] if teacher == "initial" else [])
+    assert resumed.taken == []  # the checkpointed copy comes back with the checkpoint
+    assert plugin.teacher_model == ("selfci" if teacher == "initial" else teacher)
