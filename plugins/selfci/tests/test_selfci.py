@@ -8,7 +8,9 @@ from stackrl import ConfigError
 from stackrl.blocks.teacher import reverse_kl
 from stackrl.tasks.arithmetic import REFERENCE_TEMPLATE
 from stackrl.testing.conformance import PluginConformance
-from stackrl.testing.fixtures import make_plugin
+from stackrl.policy import _SNAPSHOTS
+from stackrl.run import build_trainer
+from stackrl.testing.fixtures import StopAt, make_plugin, train_steps
 from stackrl_selfci import Selfci, SelfciConfig, complementary_kl, product_of_experts
 
 CPU_SETTINGS = {"utility_template": REFERENCE_TEMPLATE,
@@ -120,3 +122,17 @@ def test_the_initial_teacher_is_taken_once_checkpointed_and_not_retaken_on_resum
     assert start.taken == ([("selfci", 0.0, True)] if teacher == "initial" else [])
     assert resumed.taken == []  # the checkpointed copy comes back with the checkpoint
     assert plugin.teacher_model == ("selfci" if teacher == "initial" else teacher)
+
+
+def test_a_resumed_run_distils_toward_the_weights_training_began_with(make_config, tmp_path):
+    """Stopped after step 2 and resumed: the teacher is still the starting weights, not those of step 2."""
+    config = make_config(["selfci"], selfci=CPU_SETTINGS, output_dir=str(tmp_path / "run"),
+                         trainer={"save_strategy": "steps", "save_steps": 2, "max_steps": 4, "learning_rate": 1e-3})
+    start = {n: p.detach().clone() for n, p in build_trainer(config).model.named_parameters()}
+    train_steps(config, callbacks=[StopAt(2)])
+    trainer = train_steps(config, resume=True)
+    moved = max((p.detach() - start[n]).abs().max().item() for n, p in trainer.model.named_parameters())
+    assert moved > 1e-4, "the policy moved"
+    kept = dict(_SNAPSHOTS[trainer]["selfci"].model.named_parameters())
+    for name, weights in start.items():
+        assert torch.equal(kept[name], weights), name
