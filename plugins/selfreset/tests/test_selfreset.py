@@ -75,3 +75,86 @@ def test_reset_rows_are_the_flagged_rows_of_spread_groups_not_yet_reset():
     assert reset_rows(verdicts, flagged, lines, 3) == [0, 6, 12]
     # an unsafe verdict whose stream flags no line gives no reset
     assert reset_rows([u, s], [None, None], [3, 3], 2) == []
+
+
+class FakePool:
+    """The pool's side post_step uses: rows 0..9 fresh, added rows from 10, a batch count."""
+
+    def __init__(self, last_batch):
+        self.last_batch, self.batches, self.added, self.weights, self.retired = last_batch, 1, [], {}, []
+
+    def row(self, row):
+        return {"prompt": f"fresh {row}", "answer": str(row)}
+
+    def add_rows(self, rows):
+        ids = list(range(10 + len(self.added), 10 + len(self.added) + len(rows)))
+        self.added += rows
+        return ids
+
+    def set_row_weights(self, weights):
+        self.weights.update(weights)
+
+    def retire(self, ids):
+        self.retired += ids
+
+
+class FakeContext:
+    def __init__(self, prompts, completions, group_size, pool=None):
+        from types import SimpleNamespace
+
+        self.rollout = SimpleNamespace(prompts=prompts, completions=completions, group_size=group_size)
+        self.pool, self.training, self.step, self.logged, self.acts = pool, True, 1, {}, []
+
+    def acted(self, n, of, hint=None):
+        self.acts.append((n, of))
+
+    def log(self, name, value):
+        self.logged[name] = value
+
+
+ROWS = ("Q1?\n", "Q2?\n")
+COMPLETIONS = ["1 + 1 = 2\n2 + 1 = 4\nThe answer is 4.", "1 + 1 = 2\n2 + 1 = 3\nThe answer is 3.",  # spread
+               "2 * 2 = 5\nThe answer is 5.", "2 * 2 = 5\nThe answer is 5."]  # all flagged
+
+
+def step(plugin, last_batch, batches=1):
+    prompts = [p for p in ROWS for _ in range(2)]
+    ctx = FakeContext(prompts, COMPLETIONS, 2, FakePool(last_batch))
+    ctx.pool.batches = batches
+    rewards = plugin.reward(ctx)
+    plugin.post_step(ctx)
+    return ctx, rewards
+
+
+def test_post_step_adds_weighs_and_retires_reset_rows_and_resumes():
+    from stackrl.testing.fixtures import make_plugin
+
+    plugin = make_plugin("selfreset", reset_weight=3.0)
+    ctx, rewards = step(plugin, [0, 1])
+    assert rewards == [0.0, 1.0, 0.0, 0.0] and ctx.acts == [(4, 4)]
+    # only the spread group's flagged row, cut after its wrong second line, with the fresh row's other columns
+    assert ctx.pool.added == [{"prompt": "Q1?\n1 + 1 = 2\n2 + 1 = 4\n", "answer": "0"}]
+    assert ctx.pool.weights == {10: 3.0} and plugin.pending == {10} and ctx.pool.retired == []
+    # a checkpoint in between: the restored plugin retires the reset row when it is drawn, and does not reset it
+    restored = make_plugin("selfreset", reset_weight=3.0)
+    restored.load_state_dict(plugin.state_dict())
+    ctx, _ = step(restored, [10, 1], batches=2)
+    assert ctx.pool.retired == [10] and restored.pending == set() and ctx.pool.added == []
+    # the same rollout again (steps_per_generation > 1): counted once
+    ctx, _ = step(restored, [0, 1], batches=2)
+    assert ctx.pool.added == []
+
+
+def test_max_resets_caps_the_pending_rows():
+    from stackrl.testing.fixtures import make_plugin
+
+    plugin = make_plugin("selfreset", max_resets=1, spread_only=False)
+    ctx, _ = step(plugin, [0, 1])
+    assert [row["prompt"] for row in ctx.pool.added] == ["Q1?\n1 + 1 = 2\n2 + 1 = 4\n"]
+    ctx, _ = step(plugin, [2, 3], batches=2)
+    assert ctx.pool.added == []  # one pending already
+    unlimited = make_plugin("selfreset", spread_only=False)
+    ctx, _ = step(unlimited, [0, 1])
+    # without the spread rule, the all-flagged group's two rows are reset too
+    assert [row["prompt"] for row in ctx.pool.added] == ["Q1?\n1 + 1 = 2\n2 + 1 = 4\n", "Q2?\n2 * 2 = 5\n",
+                                                        "Q2?\n2 * 2 = 5\n"]
