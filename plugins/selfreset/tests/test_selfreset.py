@@ -158,3 +158,24 @@ def test_max_resets_caps_the_pending_rows():
     # without the spread rule, the all-flagged group's two rows are reset too
     assert [row["prompt"] for row in ctx.pool.added] == ["Q1?\n1 + 1 = 2\n2 + 1 = 4\n", "Q2?\n2 * 2 = 5\n",
                                                         "Q2?\n2 * 2 = 5\n"]
+
+
+def test_a_guard_model_is_asked_through_generate_and_its_failures_score_nothing():
+    from types import SimpleNamespace
+
+    from stackrl.aux_rules import RULES
+    from stackrl.testing.fixtures import make_plugin
+
+    asked = []
+
+    class Asking(FakeContext):
+        def generate(self, prompts, model, **sampling):
+            asked.append((model, sampling["do_sample"], len(prompts)))
+            replies = RULES["selfreset_guard"](prompts)
+            return [SimpleNamespace(text=r or "", failed="2 * 2" in p) for r, p in zip(replies, prompts)]
+
+    plugin = make_plugin("selfreset", guard="guard")
+    ctx = Asking([p for p in ROWS for _ in range(2)], COMPLETIONS, 2)
+    # Q2's requests fail: unscored; Q1's are the rule's verdicts
+    assert plugin.reward(ctx) == [0.0, 1.0, None, None] and ctx.acts == [(2, 4)]
+    assert asked[0] == ("guard", False, 4) and asked[1] == ("guard", False, 3)  # the flagged row's 3 prefixes
