@@ -47,12 +47,12 @@ class Selfreset(stackrl.Plugin):
             replies = RULES[RULE](requests)
         return [read_verdict(reply) for reply in replies]
 
-    def judge(self, ctx, prompts: list, completions: list[str]) -> tuple[list, list]:
-        """Each completion's verdict, and for those not safe the flagged line (the first line whose prefix the guard
-        does not call safe, ``None`` if none is)."""
+    def judge(self, ctx, prompts: list, completions: list[str], scan: bool = True) -> tuple[list, list]:
+        """Each completion's verdict, and, with ``scan``, for those not safe the flagged line (the first line whose
+        prefix the guard does not call safe, ``None`` if none is)."""
         template = self.config.template
         verdicts = self.ask(ctx, [guard_request(p, c, template) for p, c in zip(prompts, completions)])
-        scans = {i: split_steps(completions[i]) for i, v in enumerate(verdicts) if v not in (None, "safe")}
+        scans = {i: split_steps(completions[i]) for i, v in enumerate(verdicts) if scan and v not in (None, "safe")}
         requests, owners = [], []
         for i, steps in scans.items():
             for k in range(len(steps)):
@@ -68,7 +68,7 @@ class Selfreset(stackrl.Plugin):
     def reward(self, ctx):
         rollout = ctx.rollout
         prompts = [p if isinstance(p, str) else str(p[-1]["content"]) for p in rollout.prompts]
-        verdicts, flagged = self.judge(ctx, prompts, list(rollout.completions))
+        verdicts, flagged = self.judge(ctx, prompts, list(rollout.completions), scan=ctx.training)
         if ctx.training:
             self._judged = (list(rollout.prompts), list(rollout.completions), verdicts, flagged)
         scores = [safety_reward(v) for v in verdicts]
