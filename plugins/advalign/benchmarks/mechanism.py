@@ -11,14 +11,13 @@ last three.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import yaml
 
 import stackrl.testing  # noqa: F401  (offline environment, before transformers is imported)
 from stackrl.blocks.env import END_COLUMN, MOVES_COLUMN, RETURN_COLUMN
-from stackrl.testing.benchmark import arguments, compare, one_thread
+from stackrl.testing.benchmark import arguments, compare, training_rollouts
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "advalign-cpu.yaml"
 METHODS = ("advalign", "grpo")
@@ -45,24 +44,8 @@ def rollout_figures(rollout) -> dict[str, float]:
 
 def run(method: str = "advalign", seed: int = 0, steps: int = 30, overrides=()):
     """One run of ``method``; returns its figures and the trainer (the last rollout and loss inputs on it)."""
-    from transformers import TrainerCallback
-
-    from stackrl.config import load_config
-    from stackrl.run import build_trainer
-
-    with one_thread(), tempfile.TemporaryDirectory() as out:
-        recipe = Path(out) / "recipe.yaml"
-        recipe.write_text(yaml.safe_dump(recipe_tree(method)))
-        settings = [f"trainer.seed={seed}", f"trainer.max_steps={steps}", f"output_dir={out}/run", *overrides]
-        trainer = build_trainer(load_config([recipe], settings))
-        seen: list[dict] = []
-
-        class Record(TrainerCallback):
-            def on_step_end(self, args, state, control, **kwargs):
-                seen.append(rollout_figures(trainer._rollouts["train"]))
-
-        trainer.add_callback(Record())
-        trainer.train()
+    seen, trainer = training_rollouts(recipe_tree(method), rollout_figures, seed=seed, steps=steps,
+                                      overrides=overrides)
     head, tail = seen[:3], seen[-3:]
     mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
     figures = {"coop_first": mean(head, "coop"), "coop_last": mean(tail, "coop"),
