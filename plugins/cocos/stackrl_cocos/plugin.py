@@ -70,13 +70,11 @@ class Cocos(stackrl.Plugin):
         if not config.tests_column and run.source != "arithmetic":
             raise stackrl.ConfigError(f"cocos.tests_column: needed with data.source {run.source!r} (the plugin writes "
                                       "tests only for the built-in arithmetic task's questions)")
-        needed = [config.tests_column] if config.tests_column else [config.question_column, config.answer_column]
-        for column in needed:
-            if run.columns is not None and column not in run.columns:
-                key = next(k for k in ("tests_column", "question_column", "answer_column")
-                           if getattr(config, k) == column)
-                raise stackrl.ConfigError(f"cocos.{key}: {column!r} is no column of the training data "
-                                          f"({', '.join(run.columns)})")
+        if config.tests_column:
+            run.need_column("cocos.tests_column", config.tests_column, "whose assertions test the programs")
+        else:
+            run.need_column("cocos.question_column", config.question_column, "from which the tests are written")
+            run.need_column("cocos.answer_column", config.answer_column, "the answer the last test checks")
 
     @stackrl.hookimpl
     @training_only

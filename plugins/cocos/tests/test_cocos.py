@@ -178,19 +178,20 @@ def test_a_program_ends_at_the_marker_and_a_fenced_block_is_read():
     assert make_plugin("cocos").program_in("Here:\n```python\nprint(1)\n```\n") == "print(1)"
 
 
-class _Run:
-    def __init__(self, source="arithmetic", columns=("question", "answer")):
-        from stackrl.sandbox_section import SandboxSection
+def _run(source="arithmetic", columns=("question", "answer")):
+    from stackrl.plugin import RunFacts
 
-        self.source, self.columns, self.sandbox = source, columns, SandboxSection()
+    return RunFacts(max_steps=2, group_size=4, groups_per_step=2, columns=columns,
+                    builtin_columns=("question", "answer"), chat=False, reference=False, source=source,
+                    components=("exact_match",))
 
 
 def test_a_run_whose_tests_it_cannot_write_or_read_is_refused():
     import stackrl
 
     with pytest.raises(stackrl.ConfigError, match="cocos.tests_column: needed with data.source 'sql'"):
-        make_plugin("cocos").check_run(_Run(source="sql"))
-    with pytest.raises(stackrl.ConfigError, match="cocos.tests_column: 'test_list' is no column"):
-        make_plugin("cocos", tests_column="test_list").check_run(_Run(source="mbpp", columns=("text", "code")))
-    make_plugin("cocos", tests_column="test_list").check_run(_Run(source="mbpp", columns=("text", "test_list")))
-    make_plugin("cocos").check_run(_Run())
+        make_plugin("cocos").check_run(_run(source="sql"))
+    with pytest.raises(stackrl.ConfigError, match=r"cocos.tests_column: data.source \(mbpp\) has no column 'test_list'"):
+        make_plugin("cocos", tests_column="test_list").check_run(_run(source="mbpp", columns=("text", "code")))
+    make_plugin("cocos", tests_column="test_list").check_run(_run(source="mbpp", columns=("text", "test_list")))
+    make_plugin("cocos").check_run(_run())

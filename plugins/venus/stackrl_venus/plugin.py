@@ -81,15 +81,10 @@ class Venus(stackrl.Plugin):
             raise stackrl.ConfigError(
                 f"venus.reference_column: needed with data.source {run.source!r} (only the built-in arithmetic "
                 "task's reference program is written by the plugin); or venus.baseline: group")
-        needed = [config.answer_column]
+        run.need_column("venus.answer_column", config.answer_column, "the answer a program must print")
         if config.baseline == "reference":
-            needed.append(config.reference_column or config.question_column)
-        for column in needed:
-            if run.columns is not None and column not in run.columns:
-                key = next(k for k in ("answer_column", "reference_column", "question_column")
-                           if getattr(config, k) == column)
-                raise stackrl.ConfigError(f"venus.{key}: {column!r} is no column of the training data "
-                                          f"({', '.join(run.columns)})")
+            key = "reference_column" if config.reference_column else "question_column"
+            run.need_column(f"venus.{key}", getattr(config, key), "from which the baseline program is taken")
 
     @stackrl.hookimpl
     def reward(self, ctx):

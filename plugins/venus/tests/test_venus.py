@@ -158,16 +158,17 @@ def test_measure_times_each_passing_program_repeats_times(monkeypatch):
     assert measured.runs == 5
 
 
-class Facts:
-    def __init__(self, source="arithmetic", columns=("question", "answer")):
-        from stackrl.sandbox_section import SandboxSection
+def facts(source="arithmetic", columns=("question", "answer")):
+    from stackrl.plugin import RunFacts
 
-        self.source, self.columns, self.sandbox = source, columns, SandboxSection()
+    return RunFacts(max_steps=2, group_size=4, groups_per_step=2, columns=columns,
+                    builtin_columns=("question", "answer"), chat=False, reference=False, source=source,
+                    components=("exact_match",))
 
 
 def test_a_run_without_a_reference_it_can_write_or_read_is_refused():
     with pytest.raises(stackrl.ConfigError, match="venus.reference_column: needed with data.source 'sql'"):
-        make_plugin("venus").check_run(Facts(source="sql", columns=("question", "answer", "solution")))
-    with pytest.raises(stackrl.ConfigError, match="venus.reference_column: 'program' is no column"):
-        make_plugin("venus", reference_column="program").check_run(Facts())
-    make_plugin("venus", baseline="group").check_run(Facts(source="sql", columns=("question", "answer")))
+        make_plugin("venus").check_run(facts(source="sql", columns=("question", "answer", "solution")))
+    with pytest.raises(stackrl.ConfigError, match=r"venus.reference_column: data.source \(arithmetic\) has no column 'program'"):
+        make_plugin("venus", reference_column="program").check_run(facts())
+    make_plugin("venus", baseline="group").check_run(facts(source="sql", columns=("question", "answer")))
