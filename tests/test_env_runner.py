@@ -148,6 +148,50 @@ def test_a_trl_environment_runs_unchanged(grammar, call):
     assert samples.columns[RETURN_COLUMN] == [1.0] and samples.columns[END_COLUMN] == ["done"]
 
 
+class Fragile(Lookup):
+    """A tool that raises on some input and prints a long result on other input."""
+
+    def lookup(self, key: str) -> str:
+        if key == "bad":
+            raise KeyError(key)
+        return "y" * 100 if key == "all" else str(super().lookup(key))
+
+
+def fragile(turns: list[str], **settings):
+    queue = list(turns)
+    players = ScriptedPlayers(lambda model, text: queue.pop(0))
+    samples = Runner(EnvSettings(environment=f"{__name__}:Fragile", turn_tokens=80, **settings)).run(
+        ["q"], players.context(group_size=1, columns={"key": ["k7"]}))
+    return players, samples
+
+
+def test_a_tool_that_raises_is_shown_its_error_and_the_episode_goes_on():
+    players, samples = fragile(["<lookup>bad</lookup>", "<lookup>k7</lookup>", "The answer is 42"])
+    assert players.tokenizer.decode(samples.completion_ids[0]) == (
+        "<lookup>bad</lookup>\nerror: KeyError: 'bad'\n<lookup>k7</lookup>\n42\nThe answer is 42\t"
+    )
+    assert samples.columns[END_COLUMN] == ["done"] and samples.columns[RETURN_COLUMN] == [1.0]
+    assert samples.columns["env_info"][0][0] == {"tool": "lookup", "tool_error": "raised KeyError: 'bad'"}
+    assert players.logged["warnings/env/tool_errors"] == 1
+    outcomes = replay(EnvSettings(environment=f"{__name__}:Fragile"), {"prompt": "q", "key": "k7"},
+                      samples.columns[SEED_COLUMN][0], samples.columns[MOVES_COLUMN][0])
+    assert [o.observation for o in outcomes] == ["error: KeyError: 'bad'", "42"]
+
+
+def test_a_tool_that_raises_can_fail_the_episode_instead():
+    with pytest.raises(PluginError, match=r"step 0, row 0 .*Fragile.lookup raised KeyError: 'bad'"):
+        fragile(["<lookup>bad</lookup>"], on_tool_error="fail")
+    players, samples = fragile(["<lookup>bad</lookup>"], on_tool_error="fail", on_error="end", penalty=-1.0)
+    assert samples.columns[END_COLUMN] == ["error"] and samples.columns[RETURN_COLUMN] == [-1.0]
+    assert players.logged["warnings/env/environment_errors"] == 1 and "warnings/env/tool_errors" not in players.logged
+
+
+def test_a_long_tool_result_is_cut_to_the_observation_budget_and_counted():
+    players, samples = fragile(["<lookup>all</lookup>", "The answer is 0"], observation_tokens=10)
+    assert players.tokenizer.decode(samples.completion_ids[0]) == "<lookup>all</lookup>\nyyyyyyyyyy\nThe answer is 0\t"
+    assert players.logged["warnings/env/observations_cut"] == 1  # the first observation, "find k7", is short
+
+
 class Endless:
     """Never ends; shows a long observation."""
 
@@ -203,6 +247,7 @@ def test_unparseable_actions_raise_end_or_get_feedback():
     ({"observation_template": "obs"}, "env.observation_template"),
     ({"actions": "(a)(b)"}, "env.actions: the regular expression '(a)(b)' has 2 groups"),
     ({"on_error": "ignore"}, "env.on_error"),
+    ({"on_tool_error": "ignore"}, "env.on_tool_error: must be one of observe, fail"),
     ({"seats": ["scripted", "scripted"]}, "env.seats: no seat is the live policy's"),
 ])
 def test_settings_are_checked(settings, message):

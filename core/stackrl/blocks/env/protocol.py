@@ -51,6 +51,11 @@ class EnvironmentFailure(Exception):
         self.method, self.problem = method, problem
 
 
+class ToolFailure(EnvironmentFailure):
+    """A TRL-style environment's tool raised: shown to the agent as an error observation (``env.on_tool_error:
+    observe``), or handled as any other failure of the environment (``fail``)."""
+
+
 def builtin_environments() -> dict[str, str]:
     """The environments shipped with stackrl, by the name a config gives them."""
     games = "stackrl.blocks.env.games"
@@ -161,7 +166,11 @@ class Episode:
         if tool.name not in self.tools:
             return Outcome(f"unknown tool '{tool.name}'; tools: {', '.join(self.tools)}", [0.0], False,
                            {"unknown_tool": tool.name})
-        return Outcome(str(self._call(tool.name, *tool.args, **tool.kwargs)), [0.0], False, {"tool": tool.name})
+        try:
+            result = self.tools[tool.name](*tool.args, **tool.kwargs)
+        except Exception as e:  # a tool's failure is the agent's to see (TRL's tool loop shows it), unless refused
+            raise ToolFailure(tool.name, f"raised {type(e).__name__}: {e}") from e
+        return Outcome(str(result), [0.0], False, {"tool": tool.name})
 
     def final_reward(self) -> float:
         """``get_reward()`` of an environment that owns its reward, else 0."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from stackrl.blocks.env.actions import parse_action
 from stackrl.blocks.env.layout import ACTION, observation_ids, shown_observation, with_observation
 from stackrl.blocks.env.protocol import (
-    Episode, EnvironmentFailure, Outcome, ToolCall, construct, is_game, load_object, seats_of, tool_names,
+    Episode, EnvironmentFailure, Outcome, ToolCall, ToolFailure, construct, is_game, load_object, seats_of, tool_names,
 )
 from stackrl.blocks.env.settings import POLICY, SCRIPTED, SNAPSHOT, EnvSettings
 from stackrl.blocks.turns import Trajectory, packed_samples
@@ -303,7 +303,7 @@ class Runner:
             return
         play.moves.append([seat, move] if isinstance(move, str) else [seat, [move.name, list(move.args), move.kwargs]])
         try:
-            outcome = play.episode.step(move) if self.game else play.episode.call(move)
+            outcome = play.episode.step(move) if self.game else self._tool(play.episode, move, ctx)
             following = None if outcome.done else play.episode.turn()
         except EnvironmentFailure as failure:
             state.infos.append({"error": str(failure)})
@@ -316,6 +316,12 @@ class Runner:
             play.end = "done"
         else:
             play.seats[following].pending = outcome.observation
+
+    def _tool(self, episode: Episode, call: ToolCall, ctx) -> Outcome:
+        outcome = tool_outcome(episode, call, self.settings)
+        if "tool_error" in outcome.info:
+            ctx.warn("tool_errors")
+        return outcome
 
     def _unparsed(self, play: _Play, seat: int, text: str, ctx) -> None:
         ctx.warn("unparsed_actions")
@@ -365,6 +371,18 @@ class Runner:
         return packed_samples([play.seats[seat].trajectory for play, seat in rows], columns)
 
 
+def tool_outcome(episode: Episode, call: ToolCall, settings: EnvSettings) -> Outcome:
+    """A tool's result; a tool that raised shows its error instead (``info["tool_error"]``), unless
+    ``on_tool_error: fail`` makes it a failure of the environment."""
+    try:
+        return episode.call(call)
+    except ToolFailure as failure:
+        if settings.on_tool_error == "fail":
+            raise
+        return Outcome(f"error: {failure.problem.removeprefix('raised ')}", [0.0], False,
+                       {"tool": call.name, "tool_error": failure.problem})
+
+
 def replay(settings: EnvSettings, row: dict, seed: int, moves: list) -> list[Outcome]:
     """The outcomes of an episode's recorded moves (``env_moves``) replayed from its seed on a fresh environment."""
     env_class = load_object(settings.environment, key="env.environment")
@@ -377,5 +395,5 @@ def replay(settings: EnvSettings, row: dict, seed: int, moves: list) -> list[Out
             outcomes.append(episode.step(move))
         else:
             name, args, kwargs = move
-            outcomes.append(episode.call(ToolCall(name, tuple(args), kwargs)))
+            outcomes.append(tool_outcome(episode, ToolCall(name, tuple(args), kwargs), settings))
     return outcomes

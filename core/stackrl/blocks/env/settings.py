@@ -11,6 +11,7 @@ from stackrl.errors import ConfigError
 POLICY, SNAPSHOT, SCRIPTED = "policy", "snapshot:", "scripted"
 FAILURE_RULES = ("raise", "end")
 UNPARSED_RULES = ("raise", "end", "feedback")
+TOOL_ERROR_RULES = ("observe", "fail")
 
 
 @dataclass
@@ -31,6 +32,9 @@ class EnvSettings:
     observation_template: str = "\n{observation}\n"  # how an observation is shown to the policy
     observation_tokens: Optional[int] = 64  # an observation's tokens beyond this are cut (counted); null: never
     on_error: str = "raise"  # an environment that raises or breaks the protocol: raise | end (the episode, counted)
+    # A TRL-style tool that raises: observe (the error shown as the tool's result, "error: ValueError: ...", counted,
+    # as TRL's tool loop shows it) | fail (an environment failure, handled by on_error)
+    on_tool_error: str = "observe"
     on_unparsed: str = "end"  # a turn with no action: raise | end (counted) | feedback (unparsed_feedback shown)
     unparsed_feedback: str = "No action found. Answer with the action format."
     penalty: float = 0.0  # reward added to the seat whose turn failed (unparsed or environment error)
@@ -50,6 +54,10 @@ class EnvSettings:
             raise ConfigError("env.observation_template: must hold '{observation}' exactly once")
         if self.on_error not in FAILURE_RULES:
             raise ConfigError(f"env.on_error: must be one of {', '.join(FAILURE_RULES)}, not '{self.on_error}'")
+        if self.on_tool_error not in TOOL_ERROR_RULES:
+            raise ConfigError(
+                f"env.on_tool_error: must be one of {', '.join(TOOL_ERROR_RULES)}, not '{self.on_tool_error}'"
+            )
         if self.on_unparsed not in UNPARSED_RULES:
             raise ConfigError(f"env.on_unparsed: must be one of {', '.join(UNPARSED_RULES)}, not '{self.on_unparsed}'")
         if self.actions is not None:
