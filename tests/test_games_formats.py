@@ -11,7 +11,7 @@ from stackrl.blocks.env.imitation import demo_action, demo_examples, play
 from stackrl.blocks.env.runner import episode_seed
 from stackrl.tasks import TASKS
 from stackrl.tasks.games import GAMES, PROMPTS
-from stackrl.testing.scripted import CharTokenizer, ScriptedPlayers
+from stackrl.testing.scripted import CharTokenizer, PaddedCharTokenizer, ScriptedModel, ScriptedPlayers
 
 EOS = CharTokenizer.eos_token_id
 
@@ -63,39 +63,9 @@ def test_demonstrated_moves_are_legal_and_the_negotiation_accepts_or_proposes():
     assert all(CharTokenizer().decode(a[:-1]).startswith(("move: propose ", "move: accept")) for _, a in pairs)
 
 
-class Tokenizer(CharTokenizer):
-    pad_token_id = 0
-
-
-class FakeModel:
-    """Writes ``reply(context text)`` after each context and keeps the contexts it was given (pads dropped)."""
-
-    training = False
-
-    def __init__(self, reply):
-        self.reply, self.seen = reply, []
-
-    def eval(self):
-        pass
-
-    def train(self, mode=True):
-        pass
-
-    def generate(self, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, **sampling):
-        import torch
-
-        rows = []
-        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
-            context = [t for t, m in zip(ids, mask) if m]
-            self.seen.append(Tokenizer().decode(context))
-            new = [ord(c) for c in self.reply(self.seen[-1])] + [eos_token_id]
-            rows.append(ids + (new + [pad_token_id] * max_new_tokens)[:max_new_tokens])
-        return torch.tensor(rows)
-
-
 def test_play_lays_contexts_out_as_the_runner_and_counts_legal_moves():
-    model = FakeModel(lambda text: first_listed(None, text))
-    figures = play(model, Tokenizer(), "tictactoe", 4)
+    model = ScriptedModel(lambda text: first_listed(None, text))
+    figures = play(model, PaddedCharTokenizer(), "tictactoe", 4)
     assert figures["legal"] == 1.0 and figures["win"] + figures["draw"] + figures["loss"] == 1.0
     assert model.seen[0] == "Tic-tac-toe. Play with move: N.\n123\n456\n789\nyou: X\n"  # the runner's first prompt
     later = next(c for c in model.seen if c.startswith(model.seen[0]) and c != model.seen[0])
@@ -104,13 +74,13 @@ def test_play_lays_contexts_out_as_the_runner_and_counts_legal_moves():
 
 
 def test_an_illegal_move_loses_and_an_unparsed_turn_ends_the_episode():
-    illegal = play(FakeModel(lambda text: "move: 0"), Tokenizer(), "tictactoe", 4)
+    illegal = play(ScriptedModel(lambda text: "move: 0"), PaddedCharTokenizer(), "tictactoe", 4)
     assert illegal == {"legal": 0.0, "return": -1.0, "win": 0.0, "draw": 0.0, "loss": 1.0}
-    unparsed = play(FakeModel(lambda text: "five"), Tokenizer(), "kuhn_poker", 4)
+    unparsed = play(ScriptedModel(lambda text: "five"), PaddedCharTokenizer(), "kuhn_poker", 4)
     assert unparsed["legal"] == 0.0 and unparsed["draw"] == 1.0  # the runner's on_unparsed end: no reward
-    penalised = play(FakeModel(lambda text: "five"), Tokenizer(), "kuhn_poker", 4, penalty=-1.0)
+    penalised = play(ScriptedModel(lambda text: "five"), PaddedCharTokenizer(), "kuhn_poker", 4, penalty=-1.0)
     assert penalised["return"] == -1.0 and penalised["loss"] == 1.0  # with env.penalty -1
-    bandit = play(FakeModel(lambda text: "move: 2"), Tokenizer(), "bandit", 3)
+    bandit = play(ScriptedModel(lambda text: "move: 2"), PaddedCharTokenizer(), "bandit", 3)
     assert bandit["legal"] == 1.0 and "win" not in bandit and 0.0 <= bandit["return"] <= 5.0
 
 

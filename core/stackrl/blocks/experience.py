@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from stackrl.blocks.selfinstruct import rouge_l, rouge_tokens
+from stackrl.blocks.retrieval import RETRIEVALS, LexicalIndex
+from stackrl.blocks.selfinstruct import rouge_tokens
 from stackrl.errors import ConfigError, PluginError
 
 EVICTIONS = ("oldest", "lowest_utility")
-RETRIEVALS = ("rouge_l", "bm25")
 TEXT_FIELDS = ("prompt", "completion", "artefact")  # what retrieval may compare a query with
 STATE_VERSION = 1
 
@@ -128,7 +128,7 @@ class ExperienceLibrary:
         self._order: dict[str, int] = {}
         self._tokens: dict[str, list[str]] = {}  # each record's indexed text, as retrieval tokenizes it
         self._by_prompt: dict[tuple[int, ...], dict[str, None]] = {}  # each prompt's record keys, oldest first
-        self._bm25 = None  # the BM25 index of the records in order, rebuilt after a change
+        self._index: LexicalIndex | None = None  # of the records in order, rebuilt after a change
 
     def __len__(self) -> int:
         return len(self._records)
@@ -193,7 +193,7 @@ class ExperienceLibrary:
         self._order[record.key] = order
         self._tokens[record.key] = rouge_tokens(getattr(record, self.settings.indexed))
         self._by_prompt.setdefault(record.prompt_key, {})[record.key] = None
-        self._bm25 = None
+        self._index = None
 
     def _drop(self, key: str) -> None:
         if key in self._records:
@@ -201,7 +201,7 @@ class ExperienceLibrary:
             del self._records[key], self._order[key], self._tokens[key], self._by_prompt[prompt][key]
             if not self._by_prompt[prompt]:
                 del self._by_prompt[prompt]
-            self._bm25 = None
+            self._index = None
 
     # -- finding ----------------------------------------------------------------------------------------------------
 
@@ -222,17 +222,9 @@ class ExperienceLibrary:
         return found[:k]
 
     def _scores(self, query: list[str], records: list[Experience]) -> list[float]:
-        if self.settings.retrieval == "rouge_l":
-            return [rouge_l(query, self._tokens[r.key]) for r in records]
-        if not query:
-            return [0.0] * len(records)
-        if self._bm25 is None:
-            import bm25s
-
-            self._bm25 = bm25s.BM25()
-            # An empty text still takes its place, so the index's rows stay the records in order.
-            self._bm25.index([self._tokens[r.key] or [""] for r in records], show_progress=False)
-        return [float(s) for s in self._bm25.get_scores(query)]
+        if self._index is None:
+            self._index = LexicalIndex([self._tokens[r.key] for r in records], self.settings.retrieval)
+        return self._index.scores(query)
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
 
@@ -270,7 +262,7 @@ class ExperienceLibrary:
                 f"stackrl reads version {STATE_VERSION}"
             )
         tokens, logprobs = state["tokens"].tolist(), state["logprobs"].tolist()
-        self._records, self._order, self._tokens, self._by_prompt, self._bm25 = {}, {}, {}, {}, None
+        self._records, self._order, self._tokens, self._by_prompt, self._index = {}, {}, {}, {}, None
         at = lp_at = 0
         for key, order, n_prompt, n_completion, n_logprobs, completion, prompt, rewards, step, tags, artefact, \
                 utility in state["records"]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import arithmetic, decomposition, games, programs, roles, sql, transitions
+from . import arithmetic, decomposition, games, lookup, programs, roles, sql, transitions
 from .roles import (
     CORRECT,
     CORRUPT_MARKER,
@@ -82,8 +82,9 @@ def arith_games_path() -> Path:
     return _shipped("arith-games")
 
 
-TASKS = {"arithmetic": arithmetic.make_dataset, "sql": sql.make_dataset, "games": games.make_dataset}
-ANSWER_FORMATS = {"arithmetic": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
+TASKS = {"arithmetic": arithmetic.make_dataset, "sql": sql.make_dataset, "games": games.make_dataset,
+         "lookup": lookup.make_dataset}
+ANSWER_FORMATS = {"arithmetic": "answer_is", "lookup": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
 BUILTIN_MODELS = {
     "stackrl/arith-tiny": arith_tiny_path,
     "stackrl/arith-skills": arith_skills_path,
@@ -119,6 +120,7 @@ __all__ = [
     "decomposition",
     "games",
     "first_wrong_line",
+    "lookup",
     "judge_prompt",
     "judged_wrong_step",
     "parse_verdict",

@@ -99,3 +99,37 @@ class ScriptedPlayers:
 
         return SampleContext(step=step, tokenizer=self.tokenizer, policy=self, _log=log, _plugin="env",
                              rollout_columns=dict(columns or {}), group_size=group_size)
+
+
+class PaddedCharTokenizer(CharTokenizer):
+    """:class:`CharTokenizer` with a pad token (``0``), for measuring loops that batch contexts left-padded."""
+
+    pad_token_id = 0
+
+
+class ScriptedModel:
+    """A causal LM for measuring loops (``model.generate`` on left-padded batches, as :mod:`stackrl.blocks.env.imitation`
+    calls it): writes ``reply(context text)`` and the end-of-sequence token after each context, one character a token,
+    and keeps the contexts it was given (pads dropped) in ``seen``."""
+
+    training = False
+
+    def __init__(self, reply):
+        self.reply, self.seen = reply, []
+
+    def eval(self):
+        pass
+
+    def train(self, mode=True):
+        pass
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, **sampling):
+        import torch
+
+        rows = []
+        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
+            context = [t for t, m in zip(ids, mask) if m]
+            self.seen.append(PaddedCharTokenizer().decode(context))
+            new = [ord(c) for c in self.reply(self.seen[-1])] + [eos_token_id]
+            rows.append(ids + (new + [pad_token_id] * max_new_tokens)[:max_new_tokens])
+        return torch.tensor(rows)

@@ -67,6 +67,7 @@ def builtin_environments() -> dict[str, str]:
         "negotiation": f"{games}:Negotiation",
         "public_goods": "stackrl.blocks.env.party:PublicGoods",
         "calculator": "stackrl.blocks.env.calculator:Calculator",
+        "search": "stackrl.blocks.env.search:Search",
     }
 
 
