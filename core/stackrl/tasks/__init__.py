@@ -82,6 +82,13 @@ def arith_games_path() -> Path:
     return _shipped("arith-games")
 
 
+def arith_tools_path() -> Path:
+    """The folder of the shipped ``stackrl/arith-tools`` checkpoint: arith-tiny taught to hand some steps to the
+    environment runner's calculator and to search the corpus of the task ``lookup`` (:mod:`stackrl.tasks.lookup`;
+    its README.md says how it was made and what it can do)."""
+    return _shipped("arith-tools")
+
+
 TASKS = {"arithmetic": arithmetic.make_dataset, "sql": sql.make_dataset, "games": games.make_dataset,
          "lookup": lookup.make_dataset}
 ANSWER_FORMATS = {"arithmetic": "answer_is", "lookup": "answer_is"}  # how each task's completions state their answer ("The answer is N.")
@@ -91,6 +98,7 @@ BUILTIN_MODELS = {
     "stackrl/arith-roles": arith_roles_path,
     "stackrl/arith-code": arith_code_path,
     "stackrl/arith-games": arith_games_path,
+    "stackrl/arith-tools": arith_tools_path,
 }
 
 __all__ = [
@@ -113,6 +121,7 @@ __all__ = [
     "arith_roles_path",
     "arith_skills_path",
     "arith_tiny_path",
+    "arith_tools_path",
     "arithmetic",
     "checked_retry_prompt",
     "compare_line",

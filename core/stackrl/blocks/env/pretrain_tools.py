@@ -103,7 +103,7 @@ def _tool_batches(tokenizer, rng: random.Random, batch_size: int, call_share: fl
 
 
 def use_tool(model, tokenizer, problems: list[dict], *, greedy: bool = True, seed: int = 0, max_turns: int = 6,
-             turn_tokens: int = 48) -> list[dict]:
+             turn_tokens: int = 96) -> list[dict]:
     """Each problem played in its environment (:func:`tools_of`) as the runner plays it (``actions: tag``, the
     default observation template, at most ``max_turns`` turns of ``turn_tokens`` tokens): per problem its
     ``completion`` text (turns and results) and its ``calls``, (argument, result shown) pairs."""
