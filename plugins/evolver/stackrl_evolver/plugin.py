@@ -1,0 +1,126 @@
+"""EvolveR's experience lifecycle as a plugin: principles distilled from the policy's successes into a repository,
+retrieved into the prompts of later questions, scored by how often the rows shown them succeeded, merged when they
+repeat one another and pruned when their score falls low; the policy is trained by GRPO on the prompts it was shown."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from stackrl import ConfigError, Plugin, PluginError, hookimpl
+from stackrl.blocks.experience import Experience, ExperienceSettings
+from stackrl.plugin import template_fields
+from stackrl.rewards import OutcomeSettings, reference_answers
+
+from stackrl_evolver.principles import Principles
+from stackrl_evolver.retrieval import retrieved, with_principles
+
+
+@dataclass
+class EvolverConfig(OutcomeSettings):
+    # Inherited (stackrl.rewards.OutcomeSettings): metric, the built-in reward that tells a success (exact_match),
+    # and answer_column, the column of the reference answers.
+    section: ClassVar[str] = "evolver"
+    top_k: int = 3  # principles retrieved per question (the authors' TOP_K_PRINCIPLES)
+    # How the retrieved principles precede the question; {principles} are their texts joined by `separator`.
+    # The default with one principle is the built-in task's reference layout (stackrl.tasks.REFERENCE_TEMPLATE).
+    template: str = "{principles}\n\n{prompt}"
+    separator: str = "\n\n"
+    # A new principle whose text has ROUGE-L F at least this with a kept one is merged into it (the authors:
+    # 0.85 cosine similarity of embeddings, then a yes from the model).
+    merge_threshold: float = 0.85
+    # Every `prune_every` steps (0: never), principles whose score (s + 1) / (u + 2) is below `prune_threshold`
+    # are removed (the authors' script: 0.3 every 10 steps).
+    prune_threshold: float = 0.3
+    prune_every: int = 10
+    # The repository: principles are retrieved by their text (indexed: artefact); past capacity the principle of
+    # lowest score leaves.
+    experience: ExperienceSettings = field(
+        default_factory=lambda: ExperienceSettings(capacity=1024, eviction="lowest_utility", indexed="artefact"))
+
+    def check(self):
+        if self.top_k < 1:
+            raise ConfigError(f"evolver.top_k: must be at least 1, not {self.top_k}")
+        missing = [name for name in ("principles", "prompt") if name not in template_fields(self.template)]
+        if missing:
+            raise ConfigError(f"evolver.template: must contain {' and '.join('{' + m + '}' for m in missing)}")
+        if not (math.isfinite(self.merge_threshold) and 0 < self.merge_threshold <= 1):
+            raise ConfigError(f"evolver.merge_threshold: must lie in (0, 1], not {self.merge_threshold}")
+        if not (math.isfinite(self.prune_threshold) and 0 <= self.prune_threshold < 1):
+            raise ConfigError(f"evolver.prune_threshold: must lie in [0, 1), not {self.prune_threshold}")
+        if self.prune_every < 0:
+            raise ConfigError(f"evolver.prune_every: must be 0 (never) or more, not {self.prune_every}")
+        if self.experience.indexed != "artefact":
+            raise ConfigError(f"evolver.experience.indexed: principles are retrieved by their text, so it must be "
+                              f"artefact, not '{self.experience.indexed}'")
+
+
+class Evolver(Plugin):
+    """Retrieves principles into each training prompt, scores them by the outcomes of the rows shown them, distils
+    each group's success into a new principle or merges it into the one it repeats, and prunes low scores."""
+
+    Config = EvolverConfig
+    activity = "completions were sampled with retrieved principles in their prompt"
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.principles = Principles(self.config.experience, "evolver", self.config.merge_threshold)
+        self.pending: list[list[str]] | None = None  # per row of the last training batch, the principles shown
+        self.shown_rows = (0, 0)  # rows of the last training batch shown principles, of its rows
+
+    def check_run(self, run):
+        run.need_column("evolver.answer_column", self.config.answer_column, "which tells the successes distilled")
+        run.need_plain_text("evolver.template", "the retrieved principles precede the question as plain text")
+
+    @hookimpl
+    def transform_prompts(self, prompts, ctx):
+        shown = retrieved(self.principles, prompts, self.config.top_k, ctx.group_size)
+        if ctx.training:  # what the post-step credits; evaluation retrieves too, as the authors' does
+            self.pending = [[p.key for p in found] for found in shown]
+        return [with_principles(p, found, self.config.template, self.config.separator)
+                for p, found in zip(prompts, shown)]
+
+    @hookimpl
+    def post_step(self, ctx):
+        if self.pending is not None and ctx.rollout is not None:  # once per generation batch
+            keys, self.pending = self.pending, None
+            rollout = ctx.rollout
+            if len(keys) != len(rollout):
+                raise PluginError(f"evolver: {len(keys)} rows were shown principles, but the rollout has "
+                                  f"{len(rollout)}")
+            answers = reference_answers(rollout.columns, self.config.answer_column, plugin="evolver",
+                                        purpose="tell the successes that score and make principles")
+            correct = [None if a is None else self.config.is_correct(text, str(a))
+                       for text, a in zip(rollout.completions, answers)]
+            self.shown_rows = (sum(bool(k) for k in keys), len(keys))
+            self.lifecycle(keys, correct, rollout, ctx)
+        if self.config.prune_every and ctx.step % self.config.prune_every == 0:
+            ctx.log("pruned", len(self.principles.prune(self.config.prune_threshold)))
+        ctx.log("principles", len(self.principles))
+        n, of = self.shown_rows
+        ctx.acted(n, of=of, hint="the repository is empty until a success is distilled, and a question retrieves "
+                                 "only principles sharing a word with it")
+
+    def lifecycle(self, keys: list[list[str]], correct: list, rollout, ctx) -> None:
+        """The step's update: each principle shown is credited with its rows' outcomes, then every success is
+        distilled (its completion the principle's text: merged into a principle it repeats, or a new one)."""
+        for shown, ok in zip(keys, correct):
+            if ok is not None:
+                for key in shown:
+                    self.principles.credit(key, ok)
+        candidates = [Experience.of_row(rollout, row, ctx.step, artefact=rollout.completions[row].strip())
+                      for row, ok in enumerate(correct) if ok]
+        merged, created = self.principles.distill(candidates)
+        ctx.log("merged", merged)
+        ctx.log("created", created)
+
+    @hookimpl
+    def state_dict(self):
+        return {"principles": self.principles.state_dict(), "shown_rows": list(self.shown_rows)}
+
+    @hookimpl
+    def load_state_dict(self, state):
+        self.principles = Principles(self.config.experience, "evolver", self.config.merge_threshold)
+        self.principles.load_state_dict(state["principles"])
+        self.shown_rows = tuple(state["shown_rows"])
