@@ -23,6 +23,9 @@ class EvolverConfig(OutcomeSettings):
     # and answer_column, the column of the reference answers.
     section: ClassVar[str] = "evolver"
     top_k: int = 3  # principles retrieved per question (the authors' TOP_K_PRINCIPLES)
+    # Only principles at least this similar to the question are retrieved (ROUGE-L F, or BM25's score); 0, the
+    # authors' choice, retrieves the top_k closest whatever their similarity.
+    min_similarity: float = 0.0
     # How the retrieved principles precede the question; {principles} are their texts joined by `separator`.
     # The default with one principle is the built-in task's reference layout (stackrl.tasks.REFERENCE_TEMPLATE).
     template: str = "{principles}\n\n{prompt}"
@@ -49,6 +52,8 @@ class EvolverConfig(OutcomeSettings):
             raise ConfigError(f"evolver.merge_threshold: must lie in (0, 1], not {self.merge_threshold}")
         if not (math.isfinite(self.prune_threshold) and 0 <= self.prune_threshold < 1):
             raise ConfigError(f"evolver.prune_threshold: must lie in [0, 1), not {self.prune_threshold}")
+        if not (math.isfinite(self.min_similarity) and self.min_similarity >= 0):
+            raise ConfigError(f"evolver.min_similarity: must be a number of 0 or more, not {self.min_similarity}")
         if self.prune_every < 0:
             raise ConfigError(f"evolver.prune_every: must be 0 (never) or more, not {self.prune_every}")
         if self.experience.indexed != "artefact":
@@ -75,7 +80,7 @@ class Evolver(Plugin):
 
     @hookimpl
     def transform_prompts(self, prompts, ctx):
-        shown = retrieved(self.principles, prompts, self.config.top_k, ctx.group_size)
+        shown = retrieved(self.principles, prompts, self.config.top_k, ctx.group_size, self.config.min_similarity)
         if ctx.training:  # what the post-step credits; evaluation retrieves too, as the authors' does
             self.pending = [[p.key for p in found] for found in shown]
         return [with_principles(p, found, self.config.template, self.config.separator)

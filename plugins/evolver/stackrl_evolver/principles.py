@@ -36,9 +36,10 @@ class Principles:
     def score(self, key: str) -> float:
         return score(self.counts[key][1], self.counts[key][0])
 
-    def retrieve(self, question: str, k: int) -> list[Experience]:
-        """The ``k`` principles whose text is lexically closest to ``question``, best first."""
-        return [record for record, _ in self.library.search(question, k, tags=[TAG])]
+    def retrieve(self, question: str, k: int, floor: float = 0.0) -> list[Experience]:
+        """The ``k`` principles whose text is lexically closest to ``question`` (ROUGE-L F or BM25 above 0 and at
+        least ``floor``), best first."""
+        return [record for record, similarity in self.library.search(question, k, tags=[TAG]) if similarity >= floor]
 
     def credit(self, key: str, success: bool) -> None:
         """One more use of principle ``key``, a success if ``success``; its score follows."""
