@@ -25,54 +25,50 @@ RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "evolver-
 
 
 class Lifecycle:
-    """A run's monitor: per training batch, each row's principles and outcome, and the repository around the
-    step's update."""
+    """A run's monitor: per training batch, the principles each row was shown and its outcome, and the repository
+    before and after the step's update (credit, distillation and, on its steps, the prune)."""
 
     def __init__(self):
         self.plugin = None  # the run's evolver, set once the trainer is built
-        self.rows: list[dict] = []  # per training row: step, shown (keys), own (a shown principle of its question), ok
-        self.steps: list[dict] = []  # per update: counts before and after, rows shown each key, pruned keys
-        self._batch = None
-        self.rates: list[float] = []  # per step, the success rate of the training rows (any method)
+        self.steps: list[dict] = []
 
     def __call__(self, hook, plugin, kwargs, result):
         ctx = kwargs.get("ctx")
-        if hook == "transform_prompts" and plugin == "evolver" and ctx.training:
-            library = self.plugin.principles.library
+        if plugin != "evolver" or self.plugin is None:
+            return
+        principles = self.plugin.principles
+        if hook == "transform_prompts" and ctx.training:
             shown = [list(keys) for keys in self.plugin.pending]
-            self._batch = {"prompts": list(kwargs["prompts"]), "trained": list(result), "shown": shown,
-                           "sources": {k: library.get(k).prompt for keys in shown for k in keys},
-                           "texts": {k: library.get(k).artefact for keys in shown for k in keys}}
-        if hook == "post_step" and plugin == "evolver" and self._batch is not None:
-            self._after_update(ctx)
-        if hook == "post_step" and plugin is None or (hook == "post_step" and plugin == "evolver"):
-            pass
+            self.steps.append({
+                "shown": shown, "trained": list(result),
+                "sources": {k: principles.library.get(k).prompt for keys in shown for k in keys},
+                "texts": {k: principles.library.get(k).artefact for keys in shown for k in keys},
+                "before": {k: list(v) for k, v in principles.counts.items()}})
+        if hook == "post_step" and self.steps and "after" not in self.steps[-1]:
+            rollout = ctx.rollout
+            self.steps[-1].update(
+                step=ctx.step, prompts=list(rollout.prompts),
+                ok=[exact_match(t, a) > 0 for t, a in zip(rollout.completions, rollout.columns["answer"])],
+                after={k: list(v) for k, v in principles.counts.items()},
+                kept={r.key: r.artefact for r in principles.library},
+                scores={r.key: principles.score(r.key) for r in principles.library})
 
-    def before_update(self):
-        return {k: list(v) for k, v in self.plugin.principles.counts.items()}
-
-    def _after_update(self, ctx):
-        batch, self._batch = self._batch, None
-        rollout = ctx.rollout
-        ok = [exact_match(t, a) > 0 for t, a in zip(rollout.completions, rollout.columns["answer"])]
-        for i, keys in enumerate(batch["shown"]):
-            own = any(batch["sources"][k] == rollout.prompts[i] for k in keys)
-            self.rows.append({"step": ctx.step, "shown": keys, "own": own, "ok": ok[i],
-                              "prompt_has_principles": all(batch["texts"][k] in batch["trained"][i] for k in keys)})
-        self.steps[-1].update(after={k: list(v) for k, v in self.plugin.principles.counts.items()},
-                              texts={r.key: r.artefact for r in self.plugin.principles.library}, ok=ok,
-                              shown=batch["shown"], step=ctx.step)
+    def rows(self) -> list[dict]:
+        """Every training row: the principles shown, whether one came from its own question, its outcome."""
+        return [{"shown": keys, "own": any(step["sources"][k] == step["prompts"][i] for k in keys), "ok": step["ok"][i]}
+                for step in self.steps if "after" in step for i, keys in enumerate(step["shown"])]
 
     def figures(self) -> dict[str, float]:
         def rate(rows):
             return sum(r["ok"] for r in rows) / len(rows) if rows else float("nan")
 
-        own = [r for r in self.rows if r["own"]]
-        other = [r for r in self.rows if r["shown"] and not r["own"]]
-        bare = [r for r in self.rows if not r["shown"]]
-        pruned = sum(len(s["pruned"]) for s in self.steps)
+        rows = self.rows()
+        own = [r for r in rows if r["own"]]
+        other = [r for r in rows if r["shown"] and not r["own"]]
+        bare = [r for r in rows if not r["shown"]]
+        pruned = sum(len(set(s["before"]) - set(s["after"])) for s in self.steps if "after" in s)
         return {"own_success": rate(own), "other_success": rate(other), "bare_success": rate(bare),
-                "shown": (len(own) + len(other)) / max(1, len(self.rows)), "pruned": pruned,
+                "shown": (len(own) + len(other)) / max(1, len(rows)), "pruned": pruned,
                 "principles": len(self.plugin.principles)}
 
 
@@ -93,7 +89,6 @@ def run(seed: int, steps: int, method: str = "evolver", overrides=()) -> tuple[d
         trainer = build_trainer(config, monitor=lifecycle)
         if method == "evolver":
             lifecycle.plugin = trainer.plugins.plugins["evolver"]
-            _wrap_update(lifecycle)
         trainer.train()
         rows = trainer.train_dataset
         greedy = trainer._shared_policy.generate(list(rows["prompt"]), do_sample=False)
@@ -101,24 +96,6 @@ def run(seed: int, steps: int, method: str = "evolver", overrides=()) -> tuple[d
     rewards = [e["rewards/exact_match/mean"] for e in trainer.state.log_history if "rewards/exact_match/mean" in e]
     figures = {"train_success": sum(rewards) / max(1, len(rewards)), "accuracy": accuracy}
     return ({**figures, **lifecycle.figures()} if method == "evolver" else figures), lifecycle
-
-
-def _wrap_update(lifecycle: Lifecycle) -> None:
-    """Record the repository's counts before each update and the keys each prune removes."""
-    plugin = lifecycle.plugin
-    lifecycle_update, prune = plugin.lifecycle, plugin.principles.prune
-
-    def update(keys, correct, rollout, ctx):
-        lifecycle.steps.append({"before": lifecycle.before_update(), "pruned": []})
-        return lifecycle_update(keys, correct, rollout, ctx)
-
-    def pruning(threshold):
-        removed = prune(threshold)
-        if lifecycle.steps:
-            lifecycle.steps[-1]["pruned"].extend(removed)
-        return removed
-
-    plugin.lifecycle, plugin.principles.prune = update, pruning
 
 
 def main():
