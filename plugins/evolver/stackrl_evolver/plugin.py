@@ -76,7 +76,6 @@ class Evolver(Plugin):
 
     def check_run(self, run):
         run.need_column("evolver.answer_column", self.config.answer_column, "which tells the successes distilled")
-        run.need_plain_text("evolver.template", "the retrieved principles precede the question as plain text")
 
     @hookimpl
     def transform_prompts(self, prompts, ctx):

@@ -169,3 +169,14 @@ def test_a_resumed_run_keeps_the_repository_and_retrieves_the_same_principles(ma
 def test_make_plugin_builds_an_empty_repository():
     plugin = make_plugin("evolver", top_k=2)
     assert len(plugin.principles) == 0 and plugin.config.top_k == 2
+
+
+def test_a_chat_prompt_gets_the_principles_in_its_last_user_message():
+    library = Principles(SETTINGS, "evolver", 0.85)
+    library.distill([principle(SUM, "a")])
+    chat = [{"role": "system", "content": "Answer."}, {"role": "user", "content": "What is (3 + 4) * 2?"}]
+    shown = retrieved(library, [chat], 1, 1)
+    assert [p.key for p in shown[0]] == ["a"]
+    assert with_principles(chat, shown[0], "{principles}\n\n{prompt}", "\n\n") == [
+        chat[0], {"role": "user", "content": SUM + "\n\nWhat is (3 + 4) * 2?"}]
+    assert chat[1]["content"] == "What is (3 + 4) * 2?"  # the dataset's prompt is left as it was
