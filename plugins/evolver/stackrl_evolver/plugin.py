@@ -17,6 +17,15 @@ from stackrl_evolver.principles import Principles
 from stackrl_evolver.retrieval import retrieved, with_principles
 
 
+# Ours, in the spirit of the authors' summarisation prompt for a successful trajectory (evolver/experience/prompts.py).
+SUMMARY_TEMPLATE = (
+    "Below is a question and a solution that reached the right answer.\n\nQuestion: {question}\n\n"
+    "Solution: {completion}\n\nIn one or two sentences, state the general principle that made this solution "
+    "work, one that would help with similar questions; do not restate this question's specifics.\nPrinciple:"
+)
+PRINCIPLE_SOURCES = ("completion", "policy")
+
+
 @dataclass
 class EvolverConfig(OutcomeSettings):
     # Inherited (stackrl.rewards.OutcomeSettings): metric, the built-in reward that tells a success (exact_match),
@@ -37,6 +46,14 @@ class EvolverConfig(OutcomeSettings):
     # are removed (the authors' script: 0.3 every 10 steps).
     prune_threshold: float = 0.3
     prune_every: int = 10
+    # What a principle's text is: "completion", the success's completion, whole (the raw-trajectory analogue the
+    # built-in models can use); "policy", what `model` (the policy, or an auxiliary model) writes, greedily, in at
+    # most `summary_tokens` tokens when asked `summary_template` with the success's question and completion (the
+    # authors': the policy summarises the trajectory; their prompt is theirs, this one ours).
+    principle_from: str = "completion"
+    model: str = "policy"
+    summary_template: str = SUMMARY_TEMPLATE
+    summary_tokens: int = 128
     # The repository: principles are retrieved by their text (indexed: artefact); past capacity the principle of
     # lowest score leaves.
     experience: ExperienceSettings = field(
@@ -56,6 +73,14 @@ class EvolverConfig(OutcomeSettings):
             raise ConfigError(f"evolver.min_similarity: must be a number of 0 or more, not {self.min_similarity}")
         if self.prune_every < 0:
             raise ConfigError(f"evolver.prune_every: must be 0 (never) or more, not {self.prune_every}")
+        if self.principle_from not in PRINCIPLE_SOURCES:
+            raise ConfigError(f"evolver.principle_from: must be one of {', '.join(PRINCIPLE_SOURCES)}, not "
+                              f"'{self.principle_from}'")
+        missing = [name for name in ("question", "completion") if name not in template_fields(self.summary_template)]
+        if self.principle_from == "policy" and missing:
+            raise ConfigError(f"evolver.summary_template: must contain {' and '.join('{' + m + '}' for m in missing)}")
+        if self.summary_tokens < 1:
+            raise ConfigError(f"evolver.summary_tokens: must be at least 1, not {self.summary_tokens}")
         if self.experience.indexed != "artefact":
             raise ConfigError(f"evolver.experience.indexed: principles are retrieved by their text, so it must be "
                               f"artefact, not '{self.experience.indexed}'")
@@ -76,6 +101,10 @@ class Evolver(Plugin):
 
     def check_run(self, run):
         run.need_column("evolver.answer_column", self.config.answer_column, "which tells the successes distilled")
+        known = {"policy", *run.aux_models} | ({"reference"} if run.reference else set())
+        if self.config.principle_from == "policy" and self.config.model not in known:
+            raise ConfigError(f"evolver.model: '{self.config.model}' is neither the policy, the reference nor a "
+                              f"model of aux_models ({', '.join(run.aux_models) or 'none'})")
 
     @hookimpl
     def transform_prompts(self, prompts, ctx):
@@ -115,9 +144,25 @@ class Evolver(Plugin):
                     self.principles.credit(key, ok)
         candidates = [Experience.of_row(rollout, row, ctx.step, artefact=rollout.completions[row].strip())
                       for row, ok in enumerate(correct) if ok]
+        if self.config.principle_from == "policy":
+            candidates = self.summarised(candidates, chat=isinstance(rollout.prompts[0], list), ctx=ctx)
         merged, created = self.principles.distill(candidates)
         ctx.log("merged", merged)
         ctx.log("created", created)
+
+    def summarised(self, candidates: list[Experience], chat: bool, ctx) -> list[Experience]:
+        """The candidates with their text the principle ``model`` writes of each (one greedy ``ctx.generate`` call);
+        a candidate whose reply is empty is dropped."""
+        if not candidates:
+            return []
+        requests = [self.config.summary_template.format(question=c.prompt, completion=c.completion)
+                    for c in candidates]
+        replies = ctx.generate([[{"role": "user", "content": r}] if chat else r for r in requests],
+                               model=self.config.model, do_sample=False, max_new_tokens=self.config.summary_tokens)
+        for candidate, reply in zip(candidates, replies):
+            candidate.artefact = reply.text.strip()
+        ctx.log("summarised", sum(bool(c.artefact) for c in candidates) / len(candidates))
+        return [c for c in candidates if c.artefact]
 
     @hookimpl
     def state_dict(self):

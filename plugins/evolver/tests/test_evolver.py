@@ -2,8 +2,12 @@
 records; the conformance suite; each training step's update against the rows shown each principle; the repository
 across a resume (a resumed run retrieves the same principles)."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
+
+from stackrl import Generation
 
 from stackrl.blocks.experience import Experience, ExperienceSettings
 from stackrl.testing.benchmark import one_thread
@@ -30,6 +34,9 @@ class TestConformance(PluginConformance):
         ({"template": "{prompt}"}, "must contain {principles}"),
         ({"experience": ExperienceSettings(indexed="prompt")}, "must be artefact"),
         ({"metric": "nonsense"}, "must be a built-in outcome reward"),
+        ({"principle_from": "judge"}, "must be one of completion, policy"),
+        ({"principle_from": "policy", "summary_template": "{question}"}, "must contain {completion}"),
+        ({"summary_tokens": 0}, "must be at least 1"),
     ]
 
 
@@ -180,3 +187,32 @@ def test_a_chat_prompt_gets_the_principles_in_its_last_user_message():
     assert with_principles(chat, shown[0], "{principles}\n\n{prompt}", "\n\n") == [
         chat[0], {"role": "user", "content": SUM + "\n\nWhat is (3 + 4) * 2?"}]
     assert chat[1]["content"] == "What is (3 + 4) * 2?"  # the dataset's prompt is left as it was
+
+
+class Writer:
+    """A post-step context whose policy writes scripted principles and records what it was asked."""
+
+    def __init__(self, replies):
+        self.replies, self.asked, self.step, self.logged = list(replies), [], 3, {}
+
+    def generate(self, prompts, **options):
+        self.asked.append((list(prompts), options))
+        return [Generation(prompt_ids=[], completion_ids=[], text=self.replies.pop(0)) for _ in prompts]
+
+    def log(self, name, value):
+        self.logged[name] = value
+
+
+def test_with_principle_from_policy_the_principle_is_what_the_policy_writes_of_a_success():
+    plugin = make_plugin("evolver", principle_from="policy", summary_tokens=16)
+    rollout = SimpleNamespace(prompts=["What is 2 + 3?", "What is 2 + 3?", "What is 9 - 5?"],
+                              completions=["2 + 3 = 5\nThe answer is 5.", "The answer is 6.", "The answer is 4."],
+                              prompt_ids=[[1], [1], [2]], completion_ids=[[3], [4], [5]], rewards={}, group_size=1)
+    ctx = Writer([" Add the two numbers first. ", ""])
+    plugin.lifecycle([[], [], []], [True, False, True], rollout, ctx)
+    (prompts, options), = ctx.asked
+    assert len(prompts) == 2 and "Question: What is 2 + 3?" in prompts[0] and "The answer is 5." in prompts[0]
+    assert options == {"model": "policy", "do_sample": False, "max_new_tokens": 16}
+    # The second success's reply is empty: no principle of it.
+    assert [r.artefact for r in plugin.principles.library] == ["Add the two numbers first."]
+    assert ctx.logged["summarised"] == 0.5
