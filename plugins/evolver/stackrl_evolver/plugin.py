@@ -88,7 +88,7 @@ class EvolverConfig(OutcomeSettings):
 
 class Evolver(Plugin):
     """Retrieves principles into each training prompt, scores them by the outcomes of the rows shown them, distils
-    each group's success into a new principle or merges it into the one it repeats, and prunes low scores."""
+    every success into a new principle or merges it into the ones it repeats, and prunes low scores."""
 
     Config = EvolverConfig
     activity = "completions were sampled with retrieved principles in their prompt"
@@ -133,11 +133,12 @@ class Evolver(Plugin):
         ctx.log("principles", len(self.principles))
         n, of = self.shown_rows
         ctx.acted(n, of=of, hint="the repository is empty until a success is distilled, and a question retrieves "
-                                 "only principles sharing a word with it")
+                                 "only principles at least evolver.min_similarity close to it")
 
     def lifecycle(self, keys: list[list[str]], correct: list, rollout, ctx) -> None:
         """The step's update: each principle shown is credited with its rows' outcomes, then every success is
-        distilled (its completion the principle's text: merged into a principle it repeats, or a new one)."""
+        distilled (its completion, or what the policy writes of it, the principle's text: merged into the principles
+        it repeats, or a new one)."""
         for shown, ok in zip(keys, correct):
             if ok is not None:
                 for key in shown:
