@@ -119,7 +119,7 @@ QUICK = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion
 
 
 def test_each_step_credits_every_principle_with_the_outcomes_of_the_rows_shown_it(make_config):
-    config = make_config(["evolver"], trainer={**QUICK, "max_steps": 4}, evolver={"prune_every": 0}, **ARITH)
+    config = make_config(["evolver"], trainer={**QUICK, "max_steps": 3}, evolver={"prune_every": 0}, **ARITH)
     seen = []
     plugin = {}
 
@@ -155,7 +155,8 @@ def test_each_step_credits_every_principle_with_the_outcomes_of_the_rows_shown_i
 
 
 def test_a_resumed_run_keeps_the_repository_and_retrieves_the_same_principles(make_config, tmp_path):
-    trainer = {**QUICK, "max_steps": 4, "save_strategy": "steps", "save_steps": 2}
+    trainer = {**QUICK, "per_device_train_batch_size": 4, "num_generations": 2, "max_steps": 4,
+               "save_strategy": "steps", "save_steps": 2}
     sections = {"evolver": {"prune_every": 0}, **ARITH}
     straight = train_steps(make_config(["evolver"], trainer=trainer, output_dir=str(tmp_path / "straight"),
                                        **sections))
