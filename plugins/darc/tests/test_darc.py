@@ -155,3 +155,41 @@ def test_a_run_without_the_document_column_or_with_an_unknown_template_field_is_
         make_plugin("darc").check_run(facts)
     with pytest.raises(ConfigError, match="darc.teacher_template"):
         make_plugin("darc", document_column="answer", teacher_template="{document}{hint}{prompt}").check_run(facts)
+
+
+# -- a resumed run -----------------------------------------------------------------------------------------------------
+
+
+def test_a_resumed_run_keeps_the_corpus_of_the_checkpoint_and_retrieves_the_same_documents(tmp_path):
+    import torch
+
+    from stackrl.run import build_trainer
+    from stackrl.testing.benchmark import one_thread
+    from stackrl.testing.fixtures import StopAt
+    from stackrl.testing.tiny import tiny_config
+    from stackrl.trainer import PLUGIN_STATE_FILE
+
+    def train(callbacks=(), resume=None):
+        config = tiny_config(
+            "unused", ["darc"], tmp_dir=tmp_path / "config", model={"name_or_path": "stackrl/arith-tiny"},
+            data={"size": 4, "label_free": True}, output_dir=str(tmp_path / "run"), rewards={"exact_match": None},
+            trainer={"per_device_train_batch_size": 4, "num_generations": 2, "max_completion_length": 16,
+                     "max_steps": 2, "seed": 1, "save_strategy": "steps", "save_steps": 1},
+            darc={"label_samples": 2, "math_verify": False, "label_sampling": {"max_new_tokens": 16}})
+        run = build_trainer(config, callbacks=list(callbacks))
+        with one_thread():
+            run.train(resume_from_checkpoint=resume)
+        return run
+
+    first = train(callbacks=[StopAt(1)])
+    saved = torch.load(tmp_path / "run" / "checkpoint-1" / PLUGIN_STATE_FILE, weights_only=True)["darc"]
+    resumed = train(resume=True)
+    got = resumed.plugins.plugins["darc"]
+    assert saved["scanned"] == got.scanned == 4 and len(got.library) == 4
+    assert got.state_dict()["library"]["records"] == saved["library"]["records"]
+    assert got.state_dict()["library"]["serial"] == saved["library"]["serial"]
+    questions = [first.pool.row(i)["prompt"] for i in range(4)]
+    want = first.plugins.plugins["darc"]
+    assert documents_for(got.library, questions, 1, 0.0) == documents_for(want.library, questions, 1, 0.0)
+    assert [d for d, _ in documents_for(got.library, questions, 1, 0.0)] == [
+        first.pool.row(i)["solution"] for i in range(4)]
