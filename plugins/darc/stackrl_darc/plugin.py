@@ -71,6 +71,10 @@ class Darc(stackrl.Plugin):
     def check_run(self, run):
         run.need_column("darc.document_column", self.config.document_column, "whose text is the teacher's document")
         run.check_template(self, "teacher_template", own=(DOCUMENT,))
+        if self.config.teacher in run.aux_models and self.config.label_samples > 1:
+            raise stackrl.ConfigError(
+                f"darc.label_samples: an auxiliary model answers a repeated request once per step (docs/hooks.md), so "
+                f"with teacher: {self.config.teacher} the majority takes 1 sample")
         return None
 
     # -- the corpus --------------------------------------------------------------------------------------------------

@@ -155,6 +155,12 @@ def test_a_run_without_the_document_column_or_with_an_unknown_template_field_is_
         make_plugin("darc").check_run(facts)
     with pytest.raises(ConfigError, match="darc.teacher_template"):
         make_plugin("darc", document_column="answer", teacher_template="{document}{hint}{prompt}").check_run(facts)
+    from dataclasses import replace
+
+    with_aux = replace(facts, columns=("question", "solution"), aux_models=("strong",))
+    with pytest.raises(ConfigError, match="darc.label_samples: an auxiliary model"):
+        make_plugin("darc", teacher="strong").check_run(with_aux)
+    assert make_plugin("darc", teacher="strong", label_samples=1).check_run(with_aux) is None
 
 
 # -- a resumed run -----------------------------------------------------------------------------------------------------
