@@ -53,6 +53,8 @@ class DarcConfig(AnswerSettings):
             raise stackrl.ConfigError("darc.teacher_template: must contain {prompt}, the question")
         if not self.document_column:
             raise stackrl.ConfigError("darc.document_column: name the data column of the documents")
+        if isinstance(self.experience, dict):  # a section built by hand rather than by the host
+            self.experience = ExperienceSettings(**self.experience)
         self.experience.check("darc")
 
 

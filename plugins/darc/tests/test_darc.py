@@ -6,6 +6,7 @@ from stackrl.testing.conformance import PluginConformance
 
 class TestConformance(PluginConformance):
     plugin_name = "darc"
+    plugin_settings = {"darc": {"label_samples": 2, "label_sampling": {"max_new_tokens": 8}}}  # short teacher samples
     refused_settings = [
         ({"label_samples": 0}, "must be at least 1"),
         ({"vote_threshold": 1.5}, r"must lie in \[0, 1\]"),
