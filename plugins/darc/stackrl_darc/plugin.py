@@ -2,8 +2,8 @@
 document-augmented teacher (the policy with a document retrieved from a corpus in its context), and the solver,
 which never sees the document, earns 1 for agreeing with it.
 
-Paper: DARC: Decoupled Asymmetric Reasoning Curriculum for LLM Evolution (catalogue 001:169). Code followed:
-github.com/RUCBM/DARC @ 913dfd9 (README.md says where this plugin differs).
+Paper: DARC: Decoupled Asymmetric Reasoning Curriculum for LLM Evolution (arXiv 2601.13761, catalogue 001:169). Code
+followed: github.com/RUCBM/DARC @ 913dfd9 (README.md says where this plugin differs).
 """
 
 from __future__ import annotations
