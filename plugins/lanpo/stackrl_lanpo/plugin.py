@@ -73,8 +73,9 @@ class LanpoConfig:
             missing = [f for f in fields if f not in getattr(self, key)]
             if missing:
                 raise stackrl.ConfigError(f"lanpo.{key}: must contain {' and '.join(missing)}")
-        if isinstance(self.experience, ExperienceSettings):
-            self.experience.check("lanpo")
+        if not isinstance(self.experience, ExperienceSettings):  # a section given as a mapping
+            self.experience = ExperienceSettings(**dict(self.experience))
+        self.experience.check("lanpo")
 
 
 class Lanpo(stackrl.Plugin):
