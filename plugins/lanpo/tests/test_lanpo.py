@@ -161,3 +161,33 @@ def test_a_restored_pool_gives_the_same_contexts():
     restored.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
     prompts = [A] * 4 + [B] * 4 + [C] * 4
     assert restored.transform_prompts(prompts, Sample()) == plugin.transform_prompts(prompts, Sample())
+
+
+def test_a_resumed_run_retrieves_the_records_the_interrupted_one_kept(make_config, tmp_path):
+    """Stopped after step 2 with a checkpoint, resumed for step 3: the pool comes back record for record, and the
+    contexts of step 3 show the trials the interrupted run's pool gives those prompts."""
+    from stackrl.run import build_trainer
+    from stackrl.testing.benchmark import one_thread
+    from stackrl.testing.fixtures import StopAt
+
+    trainer = {"per_device_train_batch_size": 8, "max_completion_length": 8, "max_steps": 3,
+               "save_strategy": "steps", "save_steps": 2}
+    config = make_config(["lanpo"], data={"size": 4}, trainer=trainer,
+                         lanpo={"reflect_share": 0.5, "abstract_share": 0.25})
+    records = lambda plugin: [(r.key, r.prompt, r.completion, r.step, r.tags, r.rewards) for r in plugin.library]  # noqa: E731
+    batches = []
+    monitor = lambda hook, plugin, kwargs, result: (  # noqa: E731
+        batches.append((list(kwargs["prompts"]), result, records(resumed.plugins.plugins["lanpo"])))
+        if hook == "transform_prompts" and plugin == "lanpo" else None)
+    with one_thread():
+        first = build_trainer(config, callbacks=[StopAt(2)])
+        first.train()
+        resumed = build_trainer(config, monitor=monitor)
+        resumed.train(resume_from_checkpoint=True)
+    kept = first.plugins.plugins["lanpo"]
+    assert len(batches) == 1 and batches[0][2] == records(kept) and len(kept.library) == 16  # two steps' rows
+    prompts, contexts, _ = batches[0]
+    assert contexts != prompts  # step 3 showed trials
+    ctx = Sample(group_size=4)
+    ctx.tokenizer = resumed.processing_class
+    assert kept.transform_prompts(prompts, ctx) == contexts
