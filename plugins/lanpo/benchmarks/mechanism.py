@@ -12,11 +12,11 @@ see the question alone). A monitor checks every batch of contexts the plugin wri
   the same contexts;
 - the update: each row is trained on the context it was sampled from, and its reward is its own answer's.
 
-Against plain GRPO at equal steps: the share of groups with no reward spread TRL logs and greedy accuracy on the pool
-after; for LANPO the accuracy of the rows by mode, and of the reflection rows whose shown trial was wrong (fix) or
+Against plain GRPO at equal steps: the share of groups with no reward spread TRL logs and greedy zero-shot accuracy
+on 64 held-out problems after (the paper's claim); for LANPO the accuracy of the rows by mode, and of the reflection rows whose shown trial was wrong (fix) or
 right (keep), read from the rewards the pool kept (the plugin never reads them).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/lanpo/benchmarks/mechanism.py --seeds 0 1 2 --steps 16
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/lanpo/benchmarks/mechanism.py --seeds 0 1 2 --steps 16 --eval-size 64
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
 from stackrl.tasks import retry_prompt
 from stackrl.testing.benchmark import one_thread
-from stackrl.testing.heldout import recipe_config
+from stackrl.testing.heldout import greedy_accuracy, recipe_config
 from stackrl_lanpo.contexts import ABSTRACT, PLAIN, REFLECT, row_modes
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "lanpo-cpu.yaml"
@@ -119,9 +119,9 @@ class Contexts:
                 "faults": len(self.faults)}
 
 
-def run(seed: int, steps: int, method: str = "lanpo", overrides=()) -> tuple[dict, Contexts]:
-    """The run's figures (the share of groups with no reward spread, greedy accuracy on the pool after) and, for
-    lanpo, its monitor with the rows' figures and any rule it saw broken."""
+def run(seed: int, steps: int, method: str = "lanpo", overrides=(), eval_size: int = 0) -> tuple[dict, Contexts]:
+    """The run's figures (the share of groups with no reward spread, greedy accuracy on ``eval_size`` held-out
+    problems after) and, for lanpo, its monitor with the rows' figures and any rule it saw broken."""
     contexts = Contexts()
     with one_thread(), tempfile.TemporaryDirectory() as out:
         config = recipe_config(RECIPE, plugins=method == "lanpo", seed=seed, steps=steps, output_dir=out,
@@ -129,9 +129,7 @@ def run(seed: int, steps: int, method: str = "lanpo", overrides=()) -> tuple[dic
         trainer = build_trainer(config, monitor=contexts)
         contexts.plugin = trainer.plugins.plugins.get("lanpo")
         trainer.train()
-        rows = trainer.train_dataset
-        greedy = trainer._shared_policy.generate(list(rows["prompt"]), do_sample=False)
-        accuracy = sum(exact_match(g.text, a) for g, a in zip(greedy, rows["answer"])) / len(rows)
+        accuracy = greedy_accuracy(trainer, eval_size, seed=1000 + seed) if eval_size else float("nan")
     zero = [entry["frac_reward_zero_std"] for entry in trainer.state.log_history if "frac_reward_zero_std" in entry]
     figures = {"zero_spread": sum(zero) / len(zero), "accuracy": accuracy}
     return ({**figures, **contexts.figures()} if method == "lanpo" else figures), contexts
@@ -140,8 +138,9 @@ def run(seed: int, steps: int, method: str = "lanpo", overrides=()) -> tuple[dic
 def main():
     from stackrl.testing.benchmark import arguments, compare
 
-    args = arguments(__doc__.splitlines()[0], steps=16, methods=("lanpo", "grpo")).parse_args()
-    compare(args, args.methods, lambda method, seed, folder: run(seed, args.steps, method, args.overrides)[0],
+    args = arguments(__doc__.splitlines()[0], steps=16, eval_size=64, methods=("lanpo", "grpo")).parse_args()
+    compare(args, args.methods,
+            lambda method, seed, folder: run(seed, args.steps, method, args.overrides, args.eval_size)[0],
             figures=("zero_spread", "accuracy", "reflected", "abstracted", "reflect_accuracy", "abstract_accuracy",
                      "plain_accuracy", "fix_accuracy", "keep_accuracy", "faults"))
 
