@@ -13,10 +13,11 @@ see the question alone). A monitor checks every batch of contexts the plugin wri
 - the update: each row is trained on the context it was sampled from, and its reward is its own answer's.
 
 Against plain GRPO at equal steps: the share of groups with no reward spread TRL logs and greedy zero-shot accuracy
-on 64 held-out problems after (the paper's claim); for LANPO the accuracy of the rows by mode, and of the reflection rows whose shown trial was wrong (fix) or
-right (keep), read from the rewards the pool kept (the plugin never reads them).
+on 64 held-out problems after (the paper's claim); for LANPO the accuracy of the rows by mode, and of the
+reflection rows whose shown trial was wrong (fix) or right (keep), read from the rewards the pool kept (the plugin
+never reads them).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/lanpo/benchmarks/mechanism.py --seeds 0 1 2 --steps 16 --eval-size 64
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/lanpo/benchmarks/mechanism.py --seeds 0 1 2 --steps 16
 """
 
 from __future__ import annotations
@@ -112,7 +113,9 @@ class Contexts:
         self.pending = None
 
     def figures(self) -> dict[str, float]:
-        share = lambda key: self.counts[f"{key}_right"] / self.counts[key] if self.counts[key] else float("nan")  # noqa: E731
+        def share(key):
+            return self.counts[f"{key}_right"] / self.counts[key] if self.counts[key] else float("nan")
+
         total = sum(self.counts[m] for m in (REFLECT, ABSTRACT, PLAIN))
         return {"reflected": self.counts[REFLECT] / total, "abstracted": self.counts[ABSTRACT] / total,
                 **{f"{key}_accuracy": share(key) for key in (REFLECT, ABSTRACT, PLAIN, "fix", "keep")},

@@ -174,7 +174,9 @@ def test_a_resumed_run_retrieves_the_records_the_interrupted_one_kept(make_confi
                "save_strategy": "steps", "save_steps": 2}
     config = make_config(["lanpo"], data={"size": 4}, trainer=trainer,
                          lanpo={"reflect_share": 0.5, "abstract_share": 0.25})
-    records = lambda plugin: [(r.key, r.prompt, r.completion, r.step, r.tags, r.rewards) for r in plugin.library]  # noqa: E731
+    def records(plugin):
+        return [(r.key, r.prompt, r.completion, r.step, r.tags, r.rewards) for r in plugin.library]
+
     batches = []
     monitor = lambda hook, plugin, kwargs, result: (  # noqa: E731
         batches.append((list(kwargs["prompts"]), result, records(resumed.plugins.plugins["lanpo"])))
