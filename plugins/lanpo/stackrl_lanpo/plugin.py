@@ -58,6 +58,8 @@ class LanpoConfig:
         if self.reflect_share + self.abstract_share > 1.0:
             raise stackrl.ConfigError(f"lanpo.abstract_share: with reflect_share the shares exceed 1 "
                                       f"({self.reflect_share} + {self.abstract_share})")
+        if self.reflect_share + self.abstract_share == 0:
+            raise stackrl.ConfigError("lanpo.reflect_share: with abstract_share 0 too, no row is ever shown a trial")
         if self.reflection not in REFLECTIONS:
             raise stackrl.ConfigError(f"lanpo.reflection: must be one of {', '.join(REFLECTIONS)}, "
                                       f"not '{self.reflection}'")

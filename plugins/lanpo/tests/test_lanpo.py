@@ -7,6 +7,7 @@ class TestConformance(PluginConformance):
     plugin_name = "lanpo"
     refused_settings = [({"reflect_share": 1.5}, r"must lie in \[0, 1\], not 1.5"),
                         ({"reflect_share": 0.6, "abstract_share": 0.6}, "the shares exceed 1"),
+                        ({"reflect_share": 0.0, "abstract_share": 0.0}, "no row is ever shown a trial"),
                         ({"reflection": "oracle"}, "must be one of retry, check, not 'oracle'"),
                         ({"abstraction": "all"}, "must be one of trajectory, policy, not 'all'"),
                         ({"related": 0}, "must be at least 1, not 0"),
@@ -75,7 +76,7 @@ def test_row_modes_split_each_group_reflect_then_abstract_then_plain():
     assert row_modes(4, 0.5, 0.5) == [REFLECT, REFLECT, ABSTRACT, ABSTRACT]
     assert row_modes(2, 0.25, 0.25) == [REFLECT, ABSTRACT]  # half up
     assert row_modes(3, 0.5, 0.5) == [REFLECT, REFLECT, ABSTRACT]  # never more rows than the group has
-    assert row_modes(4, 0.0, 0.0) == [PLAIN] * 4
+    assert row_modes(4, 0.0, 0.1) == [PLAIN] * 4  # a share below half a row gives none
 
 
 def test_a_reflection_row_shows_its_questions_newest_trial_in_the_retry_format_and_nothing_before_the_first():
