@@ -133,7 +133,8 @@ class Lanpo(stackrl.Plugin):
             for j, mode in enumerate(modes):
                 if mode == ABSTRACT:
                     out[group * size + j] = abstraction_prompt(question, lesson, self.config.abstraction_template)
-        ctx.train_on_original = self.config.train_on_original
+        if self.config.train_on_original:  # never switches it off for a plugin before this one
+            ctx.train_on_original = True
         changed = sum(mode != PLAIN for mode, _ in self.shown)
         ctx.log("reflected", sum(mode == REFLECT for mode, _ in self.shown) / len(prompts))
         ctx.log("abstracted", sum(mode == ABSTRACT for mode, _ in self.shown) / len(prompts))

@@ -147,6 +147,14 @@ def test_every_row_goes_into_the_pool_under_its_dataset_question_once_per_rollou
     assert len(plugin.library) == 4
 
 
+def test_train_on_original_is_set_only_where_asked_and_never_cleared():
+    for asked, before, after in ((True, False, True), (False, True, True), (False, False, False)):
+        plugin, ctx = make_plugin("lanpo", train_on_original=asked), Sample()
+        ctx.train_on_original = before
+        plugin.transform_prompts([A] * 4, ctx)
+        assert ctx.train_on_original is after
+
+
 def test_evaluation_is_left_alone():
     plugin = make_plugin("lanpo")
     stored_step(plugin, [A], [["a\n"]], [[1.0]])
