@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from stackrl import Rollout
 from stackrl.rewards import exact_match
 from stackrl.testing.heldout import advantage_context, completion_logits, right_and_wrong_rollout
 from stackrl.testing.repository import load_script
@@ -72,8 +73,6 @@ def test_in_training_the_library_keeps_verified_completions_and_gives_back_the_n
     newest = {}
     for record in records:
         newest[record.prompt_key] = record.completion
-    from stackrl import Rollout
-
     probe = Rollout(prompts=[r.prompt for r in records], completions=[""] * len(records),
                     prompt_ids=[r.prompt_ids for r in records], completion_ids=[[]] * len(records),
                     group_size=1, columns={}, rewards={})
