@@ -250,3 +250,20 @@ def self_correction_after(recipe, plugin: str, method: str, *, seed: int, steps:
     """:func:`self_correction` after ``steps`` steps of ``recipe`` (:func:`trained_for`)."""
     trainer, config = trained_for(recipe, plugin, method, seed=seed, steps=steps, folder=folder, overrides=overrides)
     return self_correction(trainer.model, trainer.processing_class, config)
+
+
+def solution_logp(trainer, prompts: list[str], solutions: list[str]) -> float:
+    """The mean over problems of the policy's per-token log-probability of each solution after its bare question."""
+    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    with torch.no_grad():
+        scores = trainer._shared_policy.score(prompts, [encode(s) for s in solutions])
+    per_row = (scores.logprobs * scores.mask).sum(1) / scores.mask.sum(1)
+    return per_row.mean().item()
+
+
+def solution_figures(trainer, prompts: list[str], solutions: list[str], answers: list[str]) -> dict[str, float]:
+    """``solution_logp`` of the correct solutions and greedy ``accuracy`` on the problems: how far a run taught the
+    bare question the verified approach (the benchmarks of methods whose teacher shows a stored solution)."""
+    greedy = trainer._shared_policy.generate(prompts, do_sample=False)
+    accuracy = sum(exact_match(g.text, a) for g, a in zip(greedy, answers)) / len(prompts)
+    return {"solution_logp": solution_logp(trainer, prompts, solutions), "accuracy": accuracy}
