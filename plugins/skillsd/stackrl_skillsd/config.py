@@ -48,6 +48,10 @@ class SkillsdConfig(TeacherSettings):
     correct_threshold: float = 1.0
     # The cap c on the importance weight min(c, pi_theta / pi_behaviour) of each distilled token.
     truncation: float = 3.0
+    # Retrieve a skill only where the ROUGE-L F of the row's prompt and the skill's prompt is at least this (0: the
+    # best match, however weak; 1: only the prompt's own success, what arithmetic needs: a similar problem's
+    # solution has other numbers).
+    min_similarity: float = 0.0
     # The library: one skill per prompt (its latest success), retrieved by the similarity of the prompts.
     experience: ExperienceSettings = field(default_factory=lambda: ExperienceSettings(capacity=1024, per_prompt=1))
 
@@ -56,6 +60,8 @@ class SkillsdConfig(TeacherSettings):
             self.refuse("sync_every", f"must be at least 1, not {self.sync_every}")
         if not self.truncation > 0:
             self.refuse("truncation", f"must be positive, not {self.truncation}")
+        if not 0.0 <= self.min_similarity <= 1.0:
+            self.refuse("min_similarity", f"must lie in [0, 1], not {self.min_similarity}")
         if self.summary_tokens < 1:
             self.refuse("summary_tokens", f"must be at least 1, not {self.summary_tokens}")
         if "{skill}" not in self.teacher_template:

@@ -58,7 +58,7 @@ class Skillsd(SelfTeacherPlugin):
     @hookimpl
     def reshape_advantages(self, advantages, ctx):
         rollout = ctx.rollout
-        rollout.columns[SKILL] = retrieve(self.library, rollout)
+        rollout.columns[SKILL] = retrieve(self.library, rollout, self.config.min_similarity)
         ctx.log("skilled_rows", sum(s is not None for s in rollout.columns[SKILL]) / max(1, len(rollout)))
         return None
 

@@ -34,12 +34,14 @@ def remember(library: ExperienceLibrary, rollout: Rollout, rows: list[int], skil
     return len(rows)
 
 
-def retrieve(library: ExperienceLibrary, rollout: Rollout) -> list[str | None]:
+def retrieve(library: ExperienceLibrary, rollout: Rollout, min_similarity: float = 0.0) -> list[str | None]:
     """Each row's skill: the artefact of the stored success whose prompt is most like the row's (its own prompt's
-    when it has one), one query per group; ``None`` while the library holds no similar success."""
+    when it has one), one query per group; ``None`` while the library holds no success whose prompt's similarity
+    reaches ``min_similarity``."""
     skills: list[str | None] = []
     for start in range(0, len(rollout), rollout.group_size):
         query = Experience.of_row(rollout, start, 0).prompt
         found = library.search(query, k=1, tags=[SUCCESS])
-        skills.extend([found[0][0].artefact if found else None] * rollout.group_size)
+        skill = found[0][0].artefact if found and found[0][1] >= min_similarity else None
+        skills.extend([skill] * rollout.group_size)
     return skills
