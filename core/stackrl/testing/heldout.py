@@ -136,6 +136,24 @@ def greedy_accuracy(trainer, size: int, seed: int) -> float:
     return sum(exact_match(g.text, a) for g, a in zip(greedy, rows["answer"])) / size
 
 
+def solution_logp(trainer, prompts: list[str], solutions: list[str]) -> float:
+    """The mean over problems of the policy's per-token log-probability of each solution after its bare question."""
+    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    with torch.no_grad():
+        scores = trainer._shared_policy.score(list(prompts), [encode(s) for s in solutions])
+    per_row = (scores.logprobs * scores.mask).sum(1) / scores.mask.sum(1)
+    return per_row.mean().item()
+
+
+def pool_figures(trainer, prompts: list[str], solutions: list[str], answers: list[str]) -> dict[str, float]:
+    """On the given problems (a run's own pool, say): ``solution_logp`` of their correct solutions after the bare
+    question, and the policy's greedy exact-match ``accuracy``; what a method that teaches the bare question from a
+    stored solution (a memory, a skill) moves."""
+    greedy = trainer._shared_policy.generate(list(prompts), do_sample=False)
+    accuracy = sum(exact_match(g.text, a) for g, a in zip(greedy, answers)) / len(prompts)
+    return {"solution_logp": solution_logp(trainer, prompts, solutions), "accuracy": accuracy}
+
+
 def train_and_measure(files, overrides=(), *, steps: int, heldout: int, seed: int) -> float:
     """Train the config ``files`` + ``overrides`` for ``steps`` steps; the greedy held-out accuracy after."""
     from stackrl.config import load_config

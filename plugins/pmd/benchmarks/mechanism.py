@@ -14,11 +14,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import torch
-
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
-from stackrl.testing.heldout import recipe_config
+from stackrl.testing.heldout import pool_figures, recipe_config
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "pmd-cpu.yaml"
 
@@ -46,21 +44,6 @@ class VerifiedVisits:
         self.verified_by_step.append(len(self.latest))
 
 
-def solution_logp(trainer, prompts: list[str], solutions: list[str]) -> float:
-    """The mean over problems of the per-token log-probability of the solution after the bare question."""
-    encode = lambda text: trainer.processing_class(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    with torch.no_grad():
-        scores = trainer._shared_policy.score(prompts, [encode(s) for s in solutions])
-    per_row = (scores.logprobs * scores.mask).sum(1) / scores.mask.sum(1)
-    return per_row.mean().item()
-
-
-def measure(trainer, prompts: list[str], solutions: list[str], answers: list[str]) -> dict[str, float]:
-    greedy = trainer._shared_policy.generate(prompts, do_sample=False)
-    accuracy = sum(exact_match(g.text, a) for g, a in zip(greedy, answers)) / len(prompts)
-    return {"solution_logp": solution_logp(trainer, prompts, solutions), "accuracy": accuracy}
-
-
 def run(seed: int, steps: int, method: str = "pmd", overrides=()) -> tuple[dict, dict, VerifiedVisits, object]:
     """``(before, after, visits, plugin)``: the figures before and after ``steps`` steps of the recipe (``method``
     "grpo": without its plugin, the outcome reward weighted 1), what the run's groups verified, and the plugin."""
@@ -74,9 +57,9 @@ def run(seed: int, steps: int, method: str = "pmd", overrides=()) -> tuple[dict,
         rows = trainer.train_dataset
         prompts, answers, solutions = list(rows["prompt"]), list(rows["answer"]), list(rows["solution"])
         visits.answers = dict(zip(prompts, answers))
-        before = measure(trainer, prompts, solutions, answers)
+        before = pool_figures(trainer, prompts, solutions, answers)
         trainer.train()
-        after = measure(trainer, prompts, solutions, answers)
+        after = pool_figures(trainer, prompts, solutions, answers)
     return before, after, visits, trainer.plugins.plugins.get("pmd")
 
 
