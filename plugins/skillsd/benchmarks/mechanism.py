@@ -5,7 +5,8 @@ A short run of configs/recipes/skillsd-cpu.yaml (a pool of 32 problems that recu
 on the pool's problems, we measure the policy's mean per-token log-probability of each problem's correct solution
 after the bare question (what a stored success holds), and its greedy accuracy there. `distill_only` sets the
 outcome reward's weight to 0 (it still tells the successes), so that the distillation term alone moves the policy:
-the mechanism test runs that way. With `--methods grpo`, plain GRPO on the same pool at equal steps.
+the mechanism test runs that way, and `--methods skillsd_distill` is that run. With `--methods grpo`, plain GRPO on
+the same pool at equal steps.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python plugins/skillsd/benchmarks/mechanism.py --seeds 0 1 2 --steps 24
 """
@@ -24,8 +25,11 @@ RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "skillsd-
 
 def run(seed: int, steps: int, method: str = "skillsd", overrides=(), distill_only: bool = False):
     """``(before, after, plugin, answers)``: the figures before and after ``steps`` steps of the recipe (``method``
-    "grpo": without its plugin), the plugin (``None`` for grpo) and the pool's answer to each prompt."""
+    "skillsd_distill": with ``distill_only``; "grpo": without its plugin), the plugin (``None`` for grpo) and the
+    pool's answer to each prompt."""
     overrides = list(overrides)
+    if method == "skillsd_distill":
+        method, distill_only = "skillsd", True
     if method != "skillsd":
         overrides = [o for o in overrides if not o.startswith("skillsd.")]
     elif distill_only:
@@ -45,7 +49,7 @@ def run(seed: int, steps: int, method: str = "skillsd", overrides=(), distill_on
 def main():
     from stackrl.testing.benchmark import arguments, changes, compare
 
-    args = arguments(__doc__.splitlines()[0], steps=24, methods=("skillsd", "grpo")).parse_args()
+    args = arguments(__doc__.splitlines()[0], steps=24, methods=("skillsd", "skillsd_distill", "grpo")).parse_args()
     compare(args, args.methods, lambda method, seed, folder: changes(*run(seed, args.steps, method, args.overrides)[:2]),
             figures=("solution_logp_before", "solution_logp", "accuracy_before", "accuracy"), number_format=".4f")
 
