@@ -221,3 +221,4 @@ def test_without_a_stored_skill_the_loss_term_adds_nothing():
     ctx = LossStub(rollout, torch.zeros(2, 2), torch.ones(2, 2), {})
     assert make_plugin("skillsd").loss_term(ctx) is None
     assert ctx.acted_on == (0, 2) and ctx.scored == []
+
