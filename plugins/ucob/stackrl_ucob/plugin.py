@@ -101,6 +101,10 @@ class Ucob(stackrl.Plugin):
         super().__init__(config)
         self.memory = SkillMemory(self.config.experience, "ucob")
 
+    def check_run(self, run):
+        if self.config.teacher == "reference":
+            run.need_reference("ucob.teacher", "the frozen teacher of the winning view is")
+
     # -- sample: the two views ------------------------------------------------------------------------------------
     @stackrl.hookimpl
     @training_only
