@@ -194,3 +194,32 @@ def test_a_resumed_run_retrieves_the_same_records():
     for question in ("What is 1 + 2?", "What is 1 + 3?", "What is 4 + 2?"):
         assert resumed.memory.retrieve(question, **query)[0].key == plugin.memory.retrieve(question, **query)[0].key
     assert resumed.memory.uses == plugin.memory.uses == {"a": 2, "b": 1}
+
+
+def test_the_memory_survives_a_weights_only_checkpoint_load(tmp_path):
+    plugin = make_plugin("ucob")
+    plugin.memory = memory_with([("a", "What is 1 + 2?", 0.5), ("b", "What is 1 + 3?", 0.7)])
+    plugin.memory.credit("b", 0.0, 0.2)
+    torch.save(plugin.state_dict(), tmp_path / "state.pt")
+    resumed = make_plugin("ucob")
+    resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    assert [(r.key, r.utility, r.completion) for r in resumed.memory.library] == [
+        ("a", 0.5, "a"), ("b", pytest.approx(0.56), "b")]
+    assert resumed.memory.uses == {"a": 1, "b": 2}
+
+
+def run_facts(reference):
+    from stackrl.plugin import RunFacts
+
+    return RunFacts(max_steps=2, group_size=4, groups_per_step=2, columns=("question", "answer"),
+                    builtin_columns=("question", "answer"), chat=False, reference=reference, source="arithmetic",
+                    components=("exact_match",))
+
+
+def test_a_frozen_teacher_needs_a_reference_model():
+    import stackrl
+
+    assert make_plugin("ucob").check_run(run_facts(reference=False)) is None
+    assert make_plugin("ucob", teacher="reference").check_run(run_facts(reference=True)) is None
+    with pytest.raises(stackrl.ConfigError, match="ucob.teacher"):
+        make_plugin("ucob", teacher="reference").check_run(run_facts(reference=False))
