@@ -8,6 +8,7 @@ retrieval ranks records by similarity and utility. Code followed: github.com/TU2
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional
 
@@ -68,6 +69,8 @@ class UcobConfig(TeacherSettings):
             self.refuse("alpha", f"must lie in [0, 1], not {self.alpha}")
         if not 0.0 < self.beta <= 1.0:
             self.refuse("beta", f"must lie in (0, 1], not {self.beta}")
+        if not math.isfinite(self.initial_utility):
+            self.refuse("initial_utility", f"must be a finite number, not {self.initial_utility}")
         for key in ("ucb_scale", "margin"):
             if getattr(self, key) < 0:
                 self.refuse(key, f"must be non-negative, not {getattr(self, key)}")

@@ -20,6 +20,7 @@ class TestConformance(PluginConformance):
     refused_settings = [({"template": "{prompt}"}, "must contain {skill}"),
                         ({"alpha": 1.5}, r"must lie in \[0, 1\], not 1.5"),
                         ({"beta": 0.0}, r"must lie in \(0, 1\], not 0.0"),
+                        ({"initial_utility": float("nan")}, "must be a finite number"),
                         ({"tau": 0.0}, "must be positive, not 0.0"),
                         ({"max_pairs": 0}, "must be at least 1, not 0"),
                         ({"gate_beta": -1.0}, "must be positive"),
