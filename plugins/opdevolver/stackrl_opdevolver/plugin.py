@@ -17,7 +17,7 @@ import hashlib
 import torch
 
 import stackrl
-from stackrl.blocks.experience import Experience, ExperienceLibrary
+from stackrl.blocks.experience import Experience, ExperienceLibrary, _prompt_text
 from stackrl.blocks.teacher import SelfTeacherPlugin, generalized_jsd, privileged_rows, student_and_teacher, \
     teacher_prompts
 from stackrl.plugin import training_only
@@ -47,6 +47,8 @@ class Opdevolver(SelfTeacherPlugin):
         self.library = ExperienceLibrary(self.config.experience, "opdevolver")
         self._plan: list[str | None] | None = None  # the batch's rows: the record each read, None if plain
         self._groups: list[list[str]] = []  # each group's candidate keys
+        # The last advantage stage's attributions: (the group's prompt text, the record, the gap), for diagnostics.
+        self.attributions: list[tuple[str, Experience, float]] = []
 
     def needs_rewards(self) -> dict[str, str]:
         return {"outcome_reward": self.config.outcome_reward}
@@ -92,13 +94,14 @@ class Opdevolver(SelfTeacherPlugin):
             return None
         config, size = self.config, rollout.group_size
         outcomes = torch.nan_to_num(rollout.rewards[config.outcome_reward].float(), nan=0.0).tolist()
-        teacher_memory = []
+        teacher_memory, self.attributions = [], []
         for g, keys in enumerate(self._groups):
             rows = range(g * size, (g + 1) * size)
             for key in dict.fromkeys(keys):
                 gap = attribution_gap([outcomes[i] for i in rows], [plan[i] == key for i in rows])
                 record = self.library.get(key)
                 if gap is not None and record is not None:
+                    self.attributions.append((_prompt_text(rollout.prompts[g * size]), record, gap))
                     self.library.set_utility(key, updated_utility(record.utility, gap, config.utility_rate))
             helpful = sorted((r for r in map(self.library.get, keys) if r is not None and r.utility > 0),
                              key=lambda r: -r.utility)[:1]
