@@ -28,10 +28,9 @@ from stackrl_opdevolver.memory import attribution_gap, candidates, memory_text, 
 MEMORY = "opdevolver.memory"
 
 
-def record_key(rollout, row: int) -> str:
-    """A trial's key: its prompt and completion tokens, so a trial written twice is kept once."""
-    text = repr((list(rollout.prompt_ids[row]), list(rollout.completion_ids[row])))
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+def record_key(prompt_ids, completion_ids) -> str:
+    """A trial's key: its plain prompt's and its completion's tokens, so a trial written twice is kept once."""
+    return hashlib.sha1(repr((list(prompt_ids), list(completion_ids))).encode()).hexdigest()[:16]
 
 
 class Opdevolver(SelfTeacherPlugin):
@@ -77,7 +76,8 @@ class Opdevolver(SelfTeacherPlugin):
             for j, key in enumerate(rows):
                 if key is not None:
                     memory = memory_text([self.library.get(key)], config.record_template)
-                    out[start + j] = teacher_prompts([prompts[start + j]], {"memory": [memory]},
+                    columns = {name: [values[start + j]] for name, values in ctx.rollout_columns.items()}
+                    out[start + j] = teacher_prompts([prompts[start + j]], {**columns, "memory": [memory]},
                                                      config.reading_template, where="opdevolver.reading_template")[0]
         self._plan = plan
         reading = sum(key is not None for key in plan)
@@ -108,9 +108,12 @@ class Opdevolver(SelfTeacherPlugin):
             teacher_memory.append(memory_text(helpful, config.record_template))
         rollout.columns[MEMORY] = [teacher_memory[i // size] if plan[i] is None else None for i in range(len(rollout))]
         for i in range(len(rollout)):  # write: the trials that reached the outcome threshold
-            key = record_key(rollout, i)
+            plain_ids = rollout.prompt_ids[i // size * size]  # a group's first row is plain: the bare prompt
+            key = record_key(plain_ids, rollout.completion_ids[i])
             if outcomes[i] >= config.write_threshold and key not in self.library:
-                self.library.add(Experience.of_row(rollout, i, ctx.step, key=key))
+                trial = Experience.of_row(rollout, i, ctx.step, key=key)
+                trial.prompt_ids = list(plain_ids)  # a reading row's trial is filed under its bare prompt
+                self.library.add(trial)
         ctx.log("library", len(self.library))
         ctx.log("teacher_memory", sum(bool(m) for m in teacher_memory) / max(1, len(teacher_memory)))
         if len(self.library):

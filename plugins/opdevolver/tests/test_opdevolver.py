@@ -108,6 +108,7 @@ def test_a_group_reads_its_candidates_and_attribution_updates_each_record():
     # The correct rows are written (once each), the others are not.
     written = [r for r in plugin.library if r.key not in ("own", "other")]
     assert sorted(r.completion for r in written) == ["c1", "c2"]
+    assert all(r.prompt_ids == [1] for r in written)  # the reading row's trial is filed under the bare prompt
     # The next round: "other" fell below min_utility and is no longer a candidate.
     assert "other" not in [r.key for r in candidates(plugin.library, PROMPT, 5, plugin.config.min_utility)]
 
