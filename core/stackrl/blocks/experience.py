@@ -69,7 +69,7 @@ class Experience:
             prompt_ids=list(rollout.prompt_ids[row]),
             completion_ids=list(rollout.completion_ids[row]),
             completion=rollout.completions[row],
-            prompt=_prompt_text(rollout.prompts[row]),
+            prompt=prompt_text(rollout.prompts[row]),
             rewards={name: float(values[row]) for name, values in rollout.rewards.items()},
             step=step,
             **fields,
@@ -288,8 +288,9 @@ def state_bytes(state: dict) -> int:
     return buffer.tell()
 
 
-def _prompt_text(prompt) -> str:
-    """A prompt as text: a chat prompt's messages joined."""
+def prompt_text(prompt) -> str:
+    """A prompt as text, as a record keeps it (``Experience.prompt``) and retrieval compares it: a chat prompt's
+    messages joined."""
     if isinstance(prompt, str):
         return prompt
     return "\n".join(str(message.get("content", "")) for message in prompt)

@@ -4,7 +4,7 @@ teacher's prompt (the glue between :mod:`stackrl.blocks.experience` and :mod:`st
 
 from __future__ import annotations
 
-from stackrl.blocks.experience import Experience, ExperienceLibrary, _prompt_text
+from stackrl.blocks.experience import Experience, ExperienceLibrary, prompt_text
 from stackrl.blocks.teacher import teacher_prompts
 
 DOCUMENT = "document"  # the records' tag, and the teacher template's field
@@ -19,7 +19,7 @@ def add_pool_rows(library: ExperienceLibrary, pool, rows, column: str, tokenizer
         document = values.get(column)
         if not isinstance(document, str) or not document.strip():
             continue
-        prompt = _prompt_text(values["prompt"])
+        prompt = prompt_text(values["prompt"])
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         library.add(Experience(prompt_ids=list(ids), completion_ids=[], prompt=prompt, artefact=document,
                                tags=[DOCUMENT], key=f"row:{row}"))
@@ -32,7 +32,7 @@ def documents_for(library: ExperienceLibrary, prompts: list, k: int, min_score: 
     no document scores at least ``min_score``."""
     found = []
     for prompt in prompts:
-        hits = [(r, s) for r, s in library.search(_prompt_text(prompt), k, tags=[DOCUMENT]) if s >= min_score]
+        hits = [(r, s) for r, s in library.search(prompt_text(prompt), k, tags=[DOCUMENT]) if s >= min_score]
         found.append(("\n\n".join(r.artefact for r, _ in hits), hits[0][1]) if hits else None)
     return found
 

@@ -1,18 +1,12 @@
 """The glue between the principle library and a prompt: the principles retrieved for a question, written before it
-(in a chat prompt, before the text of its last user message)."""
+(in a chat prompt, before the text of its last user message, as the self-teacher block formats a teacher prompt)."""
 
 from __future__ import annotations
 
-from stackrl.blocks.experience import Experience
+from stackrl.blocks.experience import Experience, prompt_text
+from stackrl.blocks.teacher import teacher_prompts
 
 from stackrl_evolver.principles import Principles
-
-
-def question(prompt) -> str:
-    """The text a prompt asks: the prompt itself, or a chat prompt's last user message."""
-    if isinstance(prompt, str):
-        return prompt
-    return next((str(m.get("content", "")) for m in reversed(prompt) if m.get("role") == "user"), "")
 
 
 def with_principles(prompt, principles: list[Experience], template: str, separator: str):
@@ -21,11 +15,7 @@ def with_principles(prompt, principles: list[Experience], template: str, separat
     if not principles:
         return prompt
     text = separator.join(p.artefact for p in principles)
-    if isinstance(prompt, str):
-        return template.format(principles=text, prompt=prompt)
-    last = max(i for i, m in enumerate(prompt) if m.get("role") == "user")
-    return [{**m, "content": template.format(principles=text, prompt=m["content"])} if i == last else m
-            for i, m in enumerate(prompt)]
+    return teacher_prompts([prompt], {"principles": [text]}, template, where="evolver.template")[0]
 
 
 def retrieved(library: Principles, prompts: list, k: int, group_size: int,
@@ -34,6 +24,6 @@ def retrieved(library: Principles, prompts: list, k: int, group_size: int,
     per group: a group's rows share their prompt)."""
     out: list[list[Experience]] = []
     for start in range(0, len(prompts), group_size):
-        found = library.retrieve(question(prompts[start]), k, floor)
+        found = library.retrieve(prompt_text(prompts[start]), k, floor)
         out.extend([found] * len(prompts[start : start + group_size]))
     return out

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from stackrl.blocks.experience import Experience, ExperienceLibrary, _prompt_text
+from stackrl.blocks.experience import Experience, ExperienceLibrary, prompt_text
 
 
 def candidates(library: ExperienceLibrary, prompt, k: int, min_utility: float) -> list[Experience]:
     """The ``k`` records closest to ``prompt`` (the library's retrieval over the indexed text), best first,
     leaving out those whose attributed utility fell below ``min_utility``."""
-    found = library.search(_prompt_text(prompt), len(library))
+    found = library.search(prompt_text(prompt), len(library))
     return [record for record, _ in found if record.utility >= min_utility][:k]
 
 

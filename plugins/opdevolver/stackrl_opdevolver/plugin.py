@@ -17,7 +17,7 @@ import hashlib
 import torch
 
 import stackrl
-from stackrl.blocks.experience import Experience, ExperienceLibrary, _prompt_text
+from stackrl.blocks.experience import Experience, ExperienceLibrary, prompt_text
 from stackrl.blocks.teacher import SelfTeacherPlugin, generalized_jsd, privileged_rows, student_and_teacher, \
     teacher_prompts
 from stackrl.plugin import training_only
@@ -101,7 +101,7 @@ class Opdevolver(SelfTeacherPlugin):
                 gap = attribution_gap([outcomes[i] for i in rows], [plan[i] == key for i in rows])
                 record = self.library.get(key)
                 if gap is not None and record is not None:
-                    self.attributions.append((_prompt_text(rollout.prompts[g * size]), record, gap))
+                    self.attributions.append((prompt_text(rollout.prompts[g * size]), record, gap))
                     self.library.set_utility(key, updated_utility(record.utility, gap, config.utility_rate))
             helpful = sorted((r for r in map(self.library.get, keys) if r is not None and r.utility > 0),
                              key=lambda r: -r.utility)[:1]

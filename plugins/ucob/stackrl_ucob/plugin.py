@@ -15,7 +15,7 @@ from typing import ClassVar, Optional
 import torch
 
 import stackrl
-from stackrl.blocks.experience import Experience, ExperienceSettings
+from stackrl.blocks.experience import Experience, ExperienceSettings, prompt_text
 from stackrl.blocks.teacher import TeacherSettings, teacher_prompts
 from stackrl.plugin import template_fields, training_only
 
@@ -85,14 +85,6 @@ class UcobConfig(TeacherSettings):
         self.experience.check("ucob")
 
 
-def query_text(prompt) -> str:
-    """What retrieval compares with the records' prompts: the prompt's text (a chat prompt's last user message)."""
-    if isinstance(prompt, str):
-        return prompt
-    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
-    return str(users[-1]) if users else ""
-
-
 class Ucob(stackrl.Plugin):
     """Splits each group into a skill view and a plain view, lets the better view teach the other, and keeps the
     skill memory (records, utilities, use counts) as state."""
@@ -119,7 +111,7 @@ class Ucob(stackrl.Plugin):
         skilled = 0
         for g in range(groups):
             prompt = prompts[g * size]
-            found = self.memory.retrieve(query_text(prompt), threshold=config.relevance_threshold, top_m=config.top_m,
+            found = self.memory.retrieve(prompt_text(prompt), threshold=config.relevance_threshold, top_m=config.top_m,
                                          alpha=config.alpha, ucb_scale=config.ucb_scale)
             if found is None or plain_rows >= size:
                 continue
@@ -177,7 +169,7 @@ class Ucob(stackrl.Plugin):
                 continue
             record = Experience.of_row(rollout, best, step, utility=self.config.initial_utility, tags=["ucob"])
             record.prompt_ids = list(rollout.prompt_ids[start])  # a group's first row is plain: its own prompt
-            record.prompt = query_text(rollout.prompts[start])
+            record.prompt = prompt_text(rollout.prompts[start])
             self.memory.add(record)
 
     # -- loss: the winning view teaches the other -----------------------------------------------------------------
