@@ -4,8 +4,6 @@ Yue et al., arXiv 2601.07055. Code followed: facebookresearch/drzero@0591d53 (ve
 
 from __future__ import annotations
 
-import torch
-
 import stackrl
 from stackrl_drzero.baseline import cluster_advantages, pooled_rows
 from stackrl_drzero.clusters import cluster_keys
@@ -27,10 +25,8 @@ class Drzero(stackrl.Plugin):
     @stackrl.hookimpl
     def estimate_advantages(self, ctx):
         rollout = ctx.rollout
-        # A row no component scored has no reward to compare: NaN keeps it out of every cluster.
-        scored = ~torch.stack(list(rollout.rewards.values())).isnan().all(0)
-        total = ctx.total_reward.float()
-        rewards = torch.where(scored, total, torch.full_like(total, torch.nan))
+        rewards = ctx.scored_reward  # NaN on rows no component scored: they stay out of every cluster
+        scored = ~rewards.isnan()
         keys = cluster_keys(rollout, self.config.key, self.config.column)
         pooled = pooled_rows(keys, scored, rollout.group_size)
         ctx.acted(int(pooled.sum()), of=len(rollout))
