@@ -29,6 +29,7 @@ def cluster_keys(rollout, key: str, column: str) -> list:
     for i, prompt in enumerate(rollout.prompts):
         if key == "column":
             value = rollout.columns[column][i]
+            value = None if value is None else str(value)  # a list or number keys by its text, as a tag would
         else:
             ops = operators(prompt)
             value = None if not ops else len(ops) if key == "steps" else " ".join(ops)

@@ -68,6 +68,8 @@ def test_the_keys_read_the_question_or_the_column():
     assert cluster_keys(rollout, "skeleton", "")[:3] == [("structure", "+ *"), ("structure", "- +"), ("structure", "*")]
     assert cluster_keys(rollout, "column", "category") == [
         ("structure", "2 steps, 1-digit"), ("prompt", 0), ("structure", "2 steps, 1-digit"), ("structure", "3 steps, 1-digit")]
+    assert cluster_keys(_rollout(["q", "q"], hops=[["a", "b"], 2]), "column", "hops") == [
+        ("structure", "['a', 'b']"), ("structure", "2")]
 
 
 def test_pooled_rows_are_those_whose_cluster_spans_prompts():
