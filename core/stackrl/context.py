@@ -255,6 +255,14 @@ class AdvantageContext(_Context):
     def group_size(self) -> int:
         return self.rollout.group_size
 
+    @property
+    def scored_reward(self) -> torch.Tensor:
+        """``total_reward`` as float, NaN on the rows no reward component scored: an estimator that compares rows
+        leaves those out of every baseline."""
+        scored = ~torch.stack(list(self.rollout.rewards.values())).isnan().all(0)
+        total = self.total_reward.float()
+        return torch.where(scored, total, torch.full_like(total, torch.nan))
+
 
 @dataclass
 class LossContext(_Context):

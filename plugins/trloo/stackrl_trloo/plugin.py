@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 import stackrl
 from stackrl_trloo.baseline import leave_one_out
 from stackrl_trloo.config import TrlooConfig
@@ -20,9 +18,8 @@ class Trloo(stackrl.Plugin):
     def estimate_advantages(self, ctx):
         rollout = ctx.rollout
         # A row no component scored has no reward to compare: NaN keeps it out of every baseline.
-        scored = ~torch.stack(list(rollout.rewards.values())).isnan().all(0)
-        total = ctx.total_reward.float()
-        rewards = torch.where(scored, total, torch.full_like(total, torch.nan))
+        rewards = ctx.scored_reward
+        scored = ~rewards.isnan()
         compared = (scored.view(-1, ctx.group_size).sum(1, keepdim=True) > 1) & scored.view(-1, ctx.group_size)
         ctx.acted(int(compared.sum()), of=len(rollout))
         return leave_one_out(rewards, ctx.group_size, lone=self.config.lone)
