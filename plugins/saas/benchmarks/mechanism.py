@@ -61,6 +61,8 @@ class Monitor:
         self.mismatches = 0
         self.notes: list = []
         self.counts = Counter()
+        self.last = None  # the last training reward stage: (ctx, the plugin's rewards, its generations)
+        self.plugin = None  # the run's saas instance
 
     def miss(self, what):
         self.mismatches += 1
@@ -70,9 +72,14 @@ class Monitor:
     def __call__(self, hook, plugin, kwargs, result):
         if hook != "reward" or plugin != "saas" or not kwargs["ctx"].training:
             return
-        ctx, c = kwargs["ctx"], self.config
-        rollout, size = ctx.rollout, ctx.rollout.group_size
         calls, self.calls[:] = list(self.calls), []
+        self.last = (kwargs["ctx"], list(result), calls)
+        self.check(kwargs["ctx"], result, calls)
+
+    def check(self, ctx, result, calls):
+        """Redo the rule by hand on one reward stage: its rollout, the plugin's rewards and its generations."""
+        c = self.config
+        rollout, size = ctx.rollout, ctx.rollout.group_size
         if ctx.step < c.stage_two_step:
             self.counts["stage_one_steps"] += 1
             if calls or any(r != 0.0 for r in result):
@@ -104,6 +111,7 @@ class Monitor:
                 expected = -c.beta * over - (c.repeat_penalty if again else 0.0)
                 self.counts["rows"] += 1
                 self.counts[f"{label}_penalised"] += over > 0
+                self.counts["necessary_calls_spared"] += label == "need_search" and ok and 0 < len(m) <= allowed
                 self.counts["repeated"] += again
                 if abs(result[i] - expected) > 1e-9:
                     self.miss(("penalty", ctx.step, i, label, len(m), ok, again, result[i], expected))
@@ -127,6 +135,8 @@ def run(seed: int, steps: int, method: str = "saas", overrides=(), eval_size: in
         monitor = Monitor(config.plugin_configs["saas"]) if method == "saas" else None
         with recorded(monitor.calls if monitor else []):
             trainer = build_trainer(config, monitor=monitor)
+            if monitor:
+                monitor.plugin = trainer.plugins.plugins["saas"]
             trainer.train()
         figures = {}
         if eval_size:
