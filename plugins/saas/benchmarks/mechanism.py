@@ -17,39 +17,19 @@ without the tool (benchmarks/tool_use.py's measure, sampled at temperature 1).
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import stackrl.testing  # noqa: F401  (offline environment, before transformers is imported)
-from stackrl.policy import PolicyAccess
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
-from stackrl.testing.benchmark import one_thread
+from stackrl.testing.benchmark import one_thread, recorded_generations
 from stackrl.testing.heldout import recipe_config
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
 RECIPE, GRPO = RECIPES / "saas-cpu.yaml", RECIPES / "env-cpu.yaml"
 FIGURES = ("accuracy", "call_rate", "call_correct", "no_tool")
-
-
-@contextlib.contextmanager
-def recorded(calls: list):
-    """Every ``ctx.generate`` call of the plugin ``saas``: (prompts, texts)."""
-    original = PolicyAccess.generate
-
-    def generate(self, prompts, *, model="policy", caller="", **sampling):
-        out = original(self, prompts, model=model, caller=caller, **sampling)
-        if caller == "saas":
-            calls.append((list(prompts), [g.text for g in out]))
-        return out
-
-    PolicyAccess.generate = generate
-    try:
-        yield
-    finally:
-        PolicyAccess.generate = original
 
 
 class Monitor:
@@ -133,7 +113,7 @@ def run(seed: int, steps: int, method: str = "saas", overrides=(), eval_size: in
         config = recipe_config(RECIPE if method == "saas" else GRPO, plugins=True, seed=seed, steps=steps,
                                output_dir=out, overrides=settings)
         monitor = Monitor(config.plugin_configs["saas"]) if method == "saas" else None
-        with recorded(monitor.calls if monitor else []):
+        with recorded_generations(monitor.calls if monitor else [], "saas"):
             trainer = build_trainer(config, monitor=monitor)
             if monitor:
                 monitor.plugin = trainer.plugins.plugins["saas"]
