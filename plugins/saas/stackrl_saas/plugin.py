@@ -103,7 +103,7 @@ class Saas(stackrl.Plugin):
         if MOVES_COLUMN not in rollout.columns:
             ctx.acted(0, of=rows, hint="saas counts the env plugin's tool calls: put env in plugins")
             return [None] * rows
-        if ctx.training and ctx.step < self.config.stage_two_step:
+        if not ctx.training or ctx.step < self.config.stage_two_step:  # evaluation: the outcome reward alone too
             ctx.acted(0, of=rows, hint=f"stage I (outcome reward alone) until saas.stage_two_step "
                                        f"({self.config.stage_two_step})")
             return [0.0] * rows

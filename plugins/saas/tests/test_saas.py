@@ -129,6 +129,13 @@ def test_stage_one_is_the_outcome_reward_alone_and_samples_nothing():
     assert ctx.asked == [] and ctx.acted_on == (0, 2)
 
 
+def test_evaluation_is_scored_by_the_outcome_reward_alone():
+    plugin = make_plugin("saas", stage_two_step=0)
+    ctx = RewardStub([RIGHT, RIGHT], [[call("7*2")], [call("1"), call("1")]], [RIGHT] * 4, step=3)
+    ctx.training = False
+    assert plugin.reward(ctx) == [0.0, 0.0] and ctx.asked == []
+
+
 def test_sampling_settings_reach_the_tool_free_answers():
     plugin = make_plugin("saas", tool_free_samples=1, min_correct=1, stage_two_step=0, max_new_tokens=16,
                          temperature=0.5)
