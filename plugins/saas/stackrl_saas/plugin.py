@@ -10,6 +10,7 @@ search/utils.py).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional
@@ -62,13 +63,15 @@ class SaasConfig(OutcomeSettings):
             raise stackrl.ConfigError(f"saas.temperature: must be a positive number, not {self.temperature}")
 
 
-def row_calls(moves: list, seat: int) -> list[tuple]:
-    """The tool calls a row's seat made in its episode (``env_moves``), in order, each ``(tool, args, kwargs)``."""
+def row_calls(moves: list, seat: int) -> list[str]:
+    """The tool calls a row's seat made in its episode (``env_moves``), in order, each its tool, stripped arguments
+    and keyword arguments as one JSON text (keys sorted), so that equal calls compare equal."""
     calls = []
     for who, move in moves:
         if who == seat and not isinstance(move, str):
             name, args, kwargs = move
-            calls.append((name, tuple(str(a).strip() for a in args), tuple(sorted((kwargs or {}).items()))))
+            stripped = [a.strip() if isinstance(a, str) else a for a in args]
+            calls.append(json.dumps([name, stripped, kwargs or {}], sort_keys=True, default=str))
     return calls
 
 

@@ -67,6 +67,10 @@ def test_a_repeated_call_is_the_same_tool_with_the_same_arguments():
     assert len(calls) == 3 and repeats_a_call(calls)
     assert not repeats_a_call(row_calls(moves[:2], seat=0))
     assert row_calls([[1, ["calc", ["1+1"], {}]], [0, "move: 3"]], seat=0) == []  # another seat's call, a move
+    # <tool_call> JSON arguments (keyword arguments, possibly nested) compare by value
+    json_calls = [[0, ["search", [], {"query": "kavo", "opts": {"k": 3}}]], [0, ["search", [], {"opts": {"k": 3},
+                                                                                              "query": "kavo"}]]]
+    assert repeats_a_call(row_calls(json_calls, seat=0))
 
 
 # -- the hook --------------------------------------------------------------------------------------------------------
