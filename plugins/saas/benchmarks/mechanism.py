@@ -76,8 +76,8 @@ class Monitor:
             free = sum(exact_match(t, answers[first]) == 1.0 for t in texts[g * n:(g + 1) * n])
             rows = range(first, first + size)
             right = [exact_match(rollout.completions[i], answers[i]) == 1.0 for i in rows]
-            made = [[(m[1][0], *(str(a).strip() for a in m[1][1])) for m in rollout.columns["env_moves"][i] if not isinstance(m[1], str)]
-                    for i in rows]
+            made = [[(m[1][0], *(str(a).strip() for a in m[1][1])) for m in rollout.columns["env_moves"][i]
+                     if not isinstance(m[1], str)] for i in rows]
             if free >= c.min_correct:
                 label, allowed = "no_search", 0
             elif any(right):
