@@ -16,7 +16,9 @@ line a run as it ends, then the means over the seeds as a table.
 - :func:`self_correcting`: the main of the two-attempt methods' benchmarks, held-out self-correction after a short
   run against plain GRPO (:func:`stackrl.testing.heldout.self_correction_after`);
 - :func:`training_rollouts`: one short training run of a recipe given as a dict, with each step's training rollout
-  measured as it ends (the environment runner's benchmarks measure the episodes they train on).
+  measured as it ends (the environment runner's benchmarks measure the episodes they train on);
+- :func:`recorded_generations`: every ``ctx.generate`` call one plugin makes, recorded at the policy (below the
+  plugin), for a monitor that redoes the plugin's rule by hand from what it sampled (aero, saas).
 
 A script keeps its ``run(...)`` (or what its mechanism test calls) and its main is a few lines: parse, then
 ``compare(args, methods, lambda method, seed, folder: ..., figures=...)``.
@@ -94,6 +96,27 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def recorded_generations(calls: list, caller: str):
+    """Inside the block, every ``ctx.generate`` call of the plugin ``caller`` is appended to ``calls`` as
+    ``(prompts, texts)``; the policy's generation is restored after."""
+    from stackrl.policy import PolicyAccess
+
+    original, wanted = PolicyAccess.generate, caller
+
+    def generate(self, prompts, *, model="policy", caller="", **sampling):
+        out = original(self, prompts, model=model, caller=caller, **sampling)
+        if caller == wanted:
+            calls.append((list(prompts), [g.text for g in out]))
+        return out
+
+    PolicyAccess.generate = generate
+    try:
+        yield
+    finally:
+        PolicyAccess.generate = original
 
 
 def signal_flag(description: str, signal: Callable[..., dict]) -> bool:

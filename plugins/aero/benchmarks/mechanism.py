@@ -19,7 +19,6 @@ accuracy after training, against plain GRPO on the dataset's questions with thei
 
 from __future__ import annotations
 
-import contextlib
 import math
 import tempfile
 from collections import Counter
@@ -28,8 +27,7 @@ from pathlib import Path
 
 from stackrl.answers import answer_after_phrase
 from stackrl.blocks.selfplay import posed_question
-from stackrl.policy import PolicyAccess
-from stackrl.testing.benchmark import one_thread
+from stackrl.testing.benchmark import one_thread, recorded_generations
 from stackrl.run import build_trainer
 from stackrl.tasks import retry_prompt
 from stackrl.tasks.arithmetic import read_problem
@@ -38,24 +36,6 @@ from stackrl.testing.heldout import greedy_accuracy, recipe_config
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "aero-cpu.yaml"
 GRPO = ["data.label_free=false", "rewards.exact_match=1.0"]  # plain GRPO on the dataset, its answers shown
 RETRY_END = "\nTry again.\n"
-
-
-@contextlib.contextmanager
-def recorded(calls: list):
-    """Every ``ctx.generate`` call of the plugin ``aero``: (prompts, texts)."""
-    original = PolicyAccess.generate
-
-    def generate(self, prompts, *, model="policy", caller="", **sampling):
-        out = original(self, prompts, model=model, caller=caller, **sampling)
-        if caller == "aero":
-            calls.append((list(prompts), [g.text for g in out]))
-        return out
-
-    PolicyAccess.generate = generate
-    try:
-        yield
-    finally:
-        PolicyAccess.generate = original
 
 
 def by_hand(answers: list, low: float, high: float):
@@ -178,7 +158,7 @@ def run(seed: int = 0, steps: int = 20, method: str = "aero", overrides=(), held
     answers) for ``steps`` steps: its figures (the monitor's, for aero; held-out greedy accuracy on ``heldout``
     problems where given) and the monitor."""
     monitor = Monitor()
-    with tempfile.TemporaryDirectory() as out, recorded(monitor.calls), one_thread():
+    with tempfile.TemporaryDirectory() as out, recorded_generations(monitor.calls, "aero"), one_thread():
         settings = list(overrides) if method == "aero" else [*GRPO, *(o for o in overrides if not o.startswith("aero."))]
         config = recipe_config(RECIPE, plugins=method == "aero", seed=seed, steps=steps, output_dir=out,
                                overrides=settings)
