@@ -13,6 +13,8 @@ from stackrl.blocks.turns import Segment
 def observations(completion_ids: Sequence[int], segments: Sequence[Segment]) -> list[list[int]]:
     """The tokens shown after each action: from the action's end to the next action's start (the last action's, to
     the completion's end; usually nothing)."""
+    if not segments:
+        return []
     ends = [s.start for s in segments[1:]] + [len(completion_ids)]
     return [list(completion_ids[s.end : end]) for s, end in zip(segments, ends, strict=True)]
 
