@@ -96,6 +96,7 @@ def hand_advantages(advantages, ctx, config) -> tuple[torch.Tensor, list[list[li
                 factor = 1 + config.alpha * (1 if a > 0 else -1 if a < 0 else 0) * z
                 clipped = min(max(factor, 1 - config.band), 1 + config.band)
                 counts["clipped_tokens"] += clipped != factor
+                counts["would_flip_unclipped"] += factor < 0
                 out[key[0], t] = a * clipped
     return out, per_turn, counts
 
