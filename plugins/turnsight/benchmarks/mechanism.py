@@ -16,7 +16,6 @@ steps, and the share of calculator turns in the last three steps' rows.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -25,9 +24,7 @@ import yaml
 
 import stackrl
 import stackrl_turnsight.plugin as plugin_module
-from stackrl.run import build_trainer
-from stackrl.testing.benchmark import arguments, compare, one_thread
-from stackrl.testing.heldout import recipe_config
+from stackrl.testing.benchmark import arguments, compare, training_rollouts
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "turnsight-cpu.yaml"
 
@@ -132,55 +129,41 @@ def checked(counts: Counter, notes: list):
         plugin_module.Turnsight.reshape_advantages = original
 
 
-def without_turnsight(folder: Path) -> Path:
-    """The recipe as plain GRPO on the same episodes: the env plugin alone, turnsight's section gone."""
+def recipe_tree(plugins: bool) -> dict:
+    """The CPU recipe as a dict; ``plugins=False``: plain GRPO on the same episodes (the env plugin alone)."""
     tree = yaml.safe_load(RECIPE.read_text())
-    tree["plugins"] = [p for p in tree["plugins"] if p != "turnsight"]
-    tree.pop("turnsight")
-    plain = folder / "grpo.yaml"
-    plain.write_text(yaml.safe_dump(tree))
-    return plain
+    if not plugins:
+        tree["plugins"] = [p for p in tree["plugins"] if p != "turnsight"]
+        tree.pop("turnsight")
+    return tree
 
 
-def run(seed: int = 0, steps: int = 1, overrides=(), folder=None, plugins: bool = True, check: bool = True) -> dict:
+def measure(rollout) -> dict:
+    """A training rollout's mean exact-match reward and share of rows that called the calculator."""
+    infos = rollout.columns["env_info"]
+    return {"reward": rollout.rewards["exact_match"].float().mean().item(),
+            "tools": sum(any(turn.get("tool") for turn in row) for row in infos) / len(infos)}
+
+
+def run(seed: int = 0, steps: int = 1, overrides=(), plugins: bool = True, check: bool = True) -> dict:
     """Train the CPU recipe (``plugins=False``: without turnsight) ``steps`` steps; with ``check``, the counts of
-    the comparison with the hand computation; each step's mean exact-match reward and share of rows that called the calculator."""
+    the comparison with the hand computation; each step's mean exact-match reward and share of rows that called
+    the calculator, over the first and the last three steps."""
     counts, notes = Counter(), []
-    with one_thread(), tempfile.TemporaryDirectory(dir=folder) as out:
-        recipe = RECIPE if plugins else without_turnsight(Path(out))
-        config = recipe_config(recipe, plugins=True, seed=seed, steps=steps, output_dir=out, overrides=overrides)
-        with checked(counts, notes) if check else contextlib.nullcontext():
-            trainer = build_trainer(config)
-            tools, rewards = [], []
-
-            class Tools(stackrl_callback()):
-                def on_step_end(self, args, state, control, **kwargs):
-                    rollout = trainer._rollouts["train"]
-                    infos = rollout.columns["env_info"]
-                    tools.append(sum(any(turn.get("tool") for turn in row) for row in infos) / len(infos))
-                    rewards.append(rollout.rewards["exact_match"].float().mean().item())
-
-            trainer.add_callback(Tools())
-            trainer.train()
-    head, tail = rewards[:3], rewards[-3:]
-    result = {"reward_first": sum(head) / len(head), "reward_last": sum(tail) / len(tail),
-              "tool_rows_last": sum(tools[-3:]) / len(tools[-3:])}
+    with checked(counts, notes) if check else contextlib.nullcontext():
+        seen, _ = training_rollouts(recipe_tree(plugins), measure, seed=seed, steps=steps, overrides=overrides)
+    mean = lambda name, rows: sum(r[name] for r in rows) / len(rows)  # noqa: E731
+    result = {"reward_first": mean("reward", seen[:3]), "reward_last": mean("reward", seen[-3:]),
+              "tool_rows_last": mean("tools", seen[-3:])}
     if check:
         result |= dict(counts, notes=notes)
     return result
 
 
-def stackrl_callback():
-    from transformers import TrainerCallback
-
-    return TrainerCallback
-
-
 def main(argv=None):
     args = arguments(__doc__.splitlines()[0], steps=12, methods=("turnsight", "grpo")).parse_args(argv)
     compare(args, args.methods,
-            lambda method, seed, folder: run(seed, args.steps, args.overrides, folder, plugins=method == "turnsight",
-                                             check=False),
+            lambda method, seed, folder: run(seed, args.steps, args.overrides, plugins=method == "turnsight", check=False),
             figures=("reward_first", "reward_last", "tool_rows_last"))
 
 
