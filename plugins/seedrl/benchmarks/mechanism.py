@@ -23,7 +23,7 @@ import torch
 
 from stackrl.run import build_trainer
 from stackrl.testing.benchmark import one_thread
-from stackrl.testing.heldout import advantage_context, heldout_rollout, recipe_config, solution_figures
+from stackrl.testing.heldout import advantage_context, heldout_rollout, recipe_config, trained_solution_figures
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "seedrl-cpu.yaml"
 
@@ -55,15 +55,8 @@ def run(seed: int, steps: int, method: str = "seedrl", overrides=()) -> tuple[di
     "grpo": without its plugin)."""
     if method != "seedrl":
         overrides = [o for o in overrides if not o.startswith("seedrl.")]
-    with one_thread(), tempfile.TemporaryDirectory() as out:
-        config = recipe_config(RECIPE, plugins=method == "seedrl", seed=seed, steps=steps, output_dir=out,
-                               overrides=overrides)
-        trainer = build_trainer(config)
-        rows = trainer.train_dataset
-        prompts, answers, solutions = list(rows["prompt"]), list(rows["answer"]), list(rows["solution"])
-        before = solution_figures(trainer, prompts, solutions, answers)
-        trainer.train()
-        after = solution_figures(trainer, prompts, solutions, answers)
+    before, after, trainer, _ = trained_solution_figures(RECIPE, plugins=method == "seedrl", seed=seed, steps=steps,
+                                                         overrides=overrides)
     return before, after, trainer.plugins.plugins.get("seedrl"), trainer
 
 

@@ -13,12 +13,9 @@ the same pool at equal steps.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
-from stackrl.run import build_trainer
-from stackrl.testing.benchmark import one_thread
-from stackrl.testing.heldout import recipe_config, solution_figures
+from stackrl.testing.heldout import trained_solution_figures
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "skillsd-cpu.yaml"
 
@@ -34,16 +31,9 @@ def run(seed: int, steps: int, method: str = "skillsd", overrides=(), distill_on
         overrides = [o for o in overrides if not o.startswith("skillsd.")]
     elif distill_only:
         overrides.append("rewards.exact_match=0.0")
-    with one_thread(), tempfile.TemporaryDirectory() as out:
-        config = recipe_config(RECIPE, plugins=method == "skillsd", seed=seed, steps=steps, output_dir=out,
-                               overrides=overrides)
-        trainer = build_trainer(config)
-        rows = trainer.train_dataset
-        prompts, answers, solutions = list(rows["prompt"]), list(rows["answer"]), list(rows["solution"])
-        before = solution_figures(trainer, prompts, solutions, answers)
-        trainer.train()
-        after = solution_figures(trainer, prompts, solutions, answers)
-    return before, after, trainer.plugins.plugins.get("skillsd"), dict(zip(prompts, answers))
+    before, after, trainer, answers = trained_solution_figures(RECIPE, plugins=method == "skillsd", seed=seed,
+                                                               steps=steps, overrides=overrides)
+    return before, after, trainer.plugins.plugins.get("skillsd"), answers
 
 
 def main():
