@@ -1,0 +1,168 @@
+"""MR-Search on the built-in lookup task: the per-token advantages TRL's loss receives, checked against the
+attempt-level credit computed by hand, the reflections checked in the next attempt's context, and accuracy against
+plain GRPO at equal steps.
+
+``run`` trains ``configs/recipes/mrsearch-cpu.yaml`` (``stackrl/arith-tools``, two attempts at each question with
+the search tool, a rule reflection between them) and wraps the trainer's loss: each micro-batch row's advantages
+are compared with this file's own computation from the rollout's columns (each attempt's exact match, less the mean
+of the same attempt in the group's other rows that reached it, plus the later attempt's; every token of the
+attempt's actions; observations 0), and every row that reached a second attempt is checked to hold, between its
+first answer and its second attempt, the reflection written from the first attempt's searches (replayed from
+``env_moves``). The main trains the recipe and plain GRPO on the search tool (``configs/recipes/env-search-cpu.yaml``,
+one attempt) at each seed and reports the training accuracy over the last three steps: GRPO's single answer, and
+mrsearch's first and last attempt.
+
+    nice python plugins/mrsearch/benchmarks/mechanism.py --seeds 0 1 2 --steps 12
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from stackrl.blocks.env.search import Search
+from stackrl.rewards import exact_match
+from stackrl.run import build_trainer
+from stackrl.testing.benchmark import arguments, compare, one_thread
+from stackrl.testing.heldout import recipe_config
+
+RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
+RECIPE, PLAIN = RECIPES / "mrsearch-cpu.yaml", RECIPES / "env-search-cpu.yaml"
+ROW_INDEX = "stackrl_row"  # the host's column of each micro-batch row's index in the rollout (stackrl.trainer)
+
+
+def attempts_of(rollout, row: int) -> list[list[str]]:
+    """A row's actions, attempt by attempt, replayed from ``env_moves``: an action without ``<search>`` closes one."""
+    attempts, current = [], []
+    for _, move in rollout.columns["env_moves"][row]:
+        current.append(move)
+        if "<search>" not in move:
+            attempts.append(current)
+            current = []
+    return attempts + ([current] if current else [])
+
+
+def hand_advantages(rollout) -> tuple[list[list[float]], list[list[float]]]:
+    """Each row's per-token advantages and attempt rewards, written out without the plugin's code."""
+    size, answers = rollout.group_size, rollout.columns["answer"]
+    rewards = []
+    for row in range(len(rollout.completion_ids)):
+        per = []
+        for moves in attempts_of(rollout, row):
+            last = moves[-1]
+            per.append(exact_match(last, answers[row]) if "<search>" not in last else 0.0)
+        rewards.append(per)
+    credit = []
+    for row, per in enumerate(rewards):
+        group = range(row - row % size, row - row % size + size)
+        steps = []
+        for a, r in enumerate(per):
+            others = [rewards[j][a] for j in group if j != row and len(rewards[j]) > a]
+            steps.append(r - sum(others) / len(others) if others else 0.0)
+        credit.append([sum(steps[a:]) for a in range(len(steps))])
+    out = []
+    for row, segments in enumerate(rollout.columns["segments"]):
+        tokens = [0.0] * len(rollout.completion_ids[row])
+        k = 0
+        for a, moves in enumerate(attempts_of(rollout, row)):
+            for _ in moves:
+                if k < len(segments):
+                    for t in range(segments[k].start, segments[k].end):
+                        tokens[t] = credit[row][a]
+                k += 1
+        out.append(tokens)
+    return out, rewards
+
+
+def reflection_shown(rollout, row: int) -> bool | None:
+    """Whether the row's second attempt follows the rule reflection on its first (``None``: no second attempt)."""
+    attempts = attempts_of(rollout, row)
+    if len(attempts) < 2:
+        return None
+    search = Search()
+    lines = []
+    for move in attempts[0][:-1]:
+        query = move.split("<search>", 1)[1].split("</search>", 1)[0].strip()
+        lines.append(f"reflection: {query} {'not found' if search.search(query) == 'no results' else 'found'}.")
+    want = "\n".join(lines + ["try again."]) if lines else "reflection: no search. try again."
+    text = rollout.completions[row]
+    first_answer = text.find(attempts[0][-1].strip())
+    second = text.find(attempts[1][0].strip(), first_answer + len(attempts[0][-1].strip()))
+    return first_answer >= 0 and want in text[first_answer:second]
+
+
+class LossMonitor:
+    """Wraps the trainer's ``_compute_loss``: every micro-batch row's advantages compared with
+    :func:`hand_advantages` where the loss receives them, and each rollout's reflections checked once."""
+
+    def __init__(self, trainer):
+        self.trainer, self.original = trainer, trainer._compute_loss
+        self.seen, self.want = None, None
+        self.counts, self.notes = Counter(), []
+        trainer._compute_loss = self
+
+    def __call__(self, model, inputs):
+        rollout = self.trainer._rollouts["train"]
+        if "env_turn_rewards" in rollout.columns:
+            if rollout is not self.seen:
+                self.seen = rollout
+                self.want, rewards = hand_advantages(rollout)
+                self.counts["batches"] += 1
+                self.counts["second_attempts"] += sum(len(r) > 1 for r in rewards)
+                self.counts["credited_rows"] += sum(any(row) for row in self.want)
+                self.counts["attempt_spread_rows"] += sum(
+                    len({round(v, 6) for v in row if v}) > 1 for row in self.want)
+                for row in range(len(rollout)):
+                    shown = reflection_shown(rollout, row)
+                    if shown is False:
+                        self.counts["reflections_missing"] += 1
+                    elif shown:
+                        self.counts["reflections_shown"] += 1
+            for i, row in enumerate(inputs[ROW_INDEX].tolist()):
+                n = len(rollout.completion_ids[row])
+                received = inputs["advantages"][i]
+                received = received[:n] if received.dim() else received.expand(n)
+                self.counts["rows"] += 1
+                if not torch.allclose(received.detach().cpu().float(), torch.tensor(self.want[row]), atol=1e-5):
+                    self.counts["mismatches"] += 1
+                    if len(self.notes) < 5:
+                        self.notes.append((row, received[:n].tolist()[:24], self.want[row][:24]))
+        return self.original(model, inputs)
+
+
+def run(seed: int = 0, steps: int = 1, overrides=(), folder=None, plugins: bool = True, check: bool = True) -> dict:
+    """Train the CPU recipe (``plugins=False``: plain GRPO on the search tool) ``steps`` steps; the monitor's counts
+    (with ``check``) and the training accuracy over the last three steps."""
+    with one_thread(), tempfile.TemporaryDirectory(dir=folder) as out:
+        config = recipe_config(RECIPE if plugins else PLAIN, plugins=True, seed=seed, steps=steps, output_dir=out,
+                               overrides=overrides)
+        trainer = build_trainer(config)
+        monitor = LossMonitor(trainer) if check else None
+        trainer.train()
+    log = trainer.state.log_history
+
+    def last(key):
+        values = [entry[key] for entry in log if key in entry][-3:]
+        return sum(values) / len(values) if values else float("nan")
+
+    result = {"accuracy": last("rewards/exact_match/mean")}
+    if plugins:
+        result |= {"accuracy@1": last("mrsearch/accuracy@1"), "accuracy@2": last("mrsearch/accuracy@2")}
+    if monitor:
+        result |= dict(monitor.counts, notes=monitor.notes)
+    return result
+
+
+def main(argv=None):
+    args = arguments(__doc__.splitlines()[0], steps=12, methods=("mrsearch", "grpo")).parse_args(argv)
+    compare(args, args.methods,
+            lambda method, seed, folder: run(seed, args.steps, args.overrides, folder, plugins=method == "mrsearch",
+                                             check=False),
+            figures=("accuracy", "accuracy@1", "accuracy@2"))
+
+
+if __name__ == "__main__":
+    main()
