@@ -17,6 +17,7 @@ mrsearch's first and last attempt.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -34,15 +35,23 @@ RECIPE, PLAIN = RECIPES / "mrsearch-cpu.yaml", RECIPES / "env-search-cpu.yaml"
 ROW_INDEX = "stackrl_row"  # the host's column of each micro-batch row's index in the rollout (stackrl.trainer)
 
 
-def attempts_of(rollout, row: int) -> list[list[str]]:
-    """A row's actions, attempt by attempt, replayed from ``env_moves``: an action without ``<search>`` closes one."""
-    attempts, current = [], []
+TOOL_CALL = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)  # the tag grammar: any closed tag is a call
+ATTEMPT_TURNS = 2  # the recipe's env.kwargs.attempt_turns
+
+
+def attempts_of(rollout, row: int) -> list[tuple[list[str], list[str]]]:
+    """A row's attempts replayed from ``env_moves``: each as (its actions, its calls' queries). A turn without a
+    call answers and closes the attempt; a call past ``ATTEMPT_TURNS`` closes it unanswered."""
+    attempts, moves, queries = [], [], []
     for _, move in rollout.columns["env_moves"][row]:
-        current.append(move)
-        if "<search>" not in move:
-            attempts.append(current)
-            current = []
-    return attempts + ([current] if current else [])
+        moves.append(move)
+        call = TOOL_CALL.search(move)
+        if call and len(queries) < ATTEMPT_TURNS:
+            queries.append(call.group(2).strip())
+            continue
+        attempts.append((moves, queries))
+        moves, queries = [], []
+    return attempts + ([(moves, queries)] if moves else [])
 
 
 def hand_advantages(rollout) -> tuple[list[list[float]], list[list[float]]]:
@@ -51,9 +60,9 @@ def hand_advantages(rollout) -> tuple[list[list[float]], list[list[float]]]:
     rewards = []
     for row in range(len(rollout.completion_ids)):
         per = []
-        for moves in attempts_of(rollout, row):
+        for moves, _ in attempts_of(rollout, row):
             last = moves[-1]
-            per.append(exact_match(last, answers[row]) if "<search>" not in last else 0.0)
+            per.append(0.0 if TOOL_CALL.search(last) else exact_match(last, answers[row]))
         rewards.append(per)
     credit = []
     for row, per in enumerate(rewards):
@@ -67,7 +76,7 @@ def hand_advantages(rollout) -> tuple[list[list[float]], list[list[float]]]:
     for row, segments in enumerate(rollout.columns["segments"]):
         tokens = [0.0] * len(rollout.completion_ids[row])
         k = 0
-        for a, moves in enumerate(attempts_of(rollout, row)):
+        for a, (moves, _) in enumerate(attempts_of(rollout, row)):
             for _ in moves:
                 if k < len(segments):
                     for t in range(segments[k].start, segments[k].end):
@@ -83,15 +92,12 @@ def reflection_shown(rollout, row: int) -> bool | None:
     if len(attempts) < 2:
         return None
     search = Search()
-    lines = []
-    for move in attempts[0][:-1]:
-        query = move.split("<search>", 1)[1].split("</search>", 1)[0].strip()
-        lines.append(f"reflection: {query} {'not found' if search.search(query) == 'no results' else 'found'}.")
+    (first, queries), (second, _) = attempts[0], attempts[1]
+    lines = [f"reflection: {q} {'not found' if search.search(q) == 'no results' else 'found'}." for q in queries]
     want = "\n".join(lines + ["try again."]) if lines else "reflection: no search. try again."
     text = rollout.completions[row]
-    first_answer = text.find(attempts[0][-1].strip())
-    second = text.find(attempts[1][0].strip(), first_answer + len(attempts[0][-1].strip()))
-    return first_answer >= 0 and want in text[first_answer:second]
+    end = text.find(first[-1].strip()) + len(first[-1].strip())
+    return want in text[end : text.find(second[0].strip(), end)]
 
 
 class LossMonitor:
