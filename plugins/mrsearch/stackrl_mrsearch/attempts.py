@@ -4,8 +4,9 @@
 a TRL-style tool environment (``inner``, default the built-in ``search``). Each turn of the policy is read with the
 tool grammar (``grammar``, default ``tag``: ``<search>kavo</search>``): a tool call runs the inner environment's tool
 and shows its result, as the runner would; a turn without one is the attempt's answer, scored by exact match with
-the row's ``answer`` (the attempt's reward, given on that turn). After every answer but the last the next attempt
-starts in the same context, after a reflection and the question asked again:
+the row's ``answer_column`` (default ``answer``; a list: any of them), the attempt's reward, given on that turn.
+After every answer but the last the next attempt starts in the same context, after a reflection and the question
+asked again:
 
 - ``reflection: rule`` (the CPU recipe's: a tiny model cannot write one): the environment writes it, a line per
   search of the attempt, what it searched and whether it found anything (:func:`rule_reflection`);
@@ -45,7 +46,7 @@ class Attempts:
     """``attempts`` attempts at the row's question with the ``inner`` environment's tools, a reflection between."""
 
     def __init__(self, inner: str = "search", inner_kwargs: dict | None = None, attempts: int = 3,
-                 attempt_turns: int = 3, reflection: str = RULE, grammar: str = "tag"):
+                 attempt_turns: int = 3, reflection: str = RULE, grammar: str = "tag", answer_column: str = "answer"):
         if not isinstance(attempts, int) or attempts < 1:
             raise ConfigError(f"env.kwargs.attempts: must be a positive integer, not {attempts!r}")
         if not isinstance(attempt_turns, int) or attempt_turns < 0:
@@ -59,15 +60,17 @@ class Attempts:
                               "(TRL's convention)")
         self.inner_class, self.inner_kwargs = inner_class, dict(inner_kwargs or {})
         self.attempts, self.attempt_turns = attempts, attempt_turns
-        self.reflection, self.grammar = reflection, grammar
+        self.reflection, self.grammar, self.answer_column = reflection, grammar, answer_column
         self.inner: Episode = construct(inner_class, self.inner_kwargs, 1, 0)
 
-    def reset(self, answer: str = "", seed: int = 0, **row) -> str | None:
-        self.reference, self.attempt, self.calls = str(answer), 0, []
+    def reset(self, seed: int = 0, **row) -> str | None:
+        answer = row.get(self.answer_column, "")
+        self.references = [str(a) for a in answer] if isinstance(answer, (list, tuple)) else [str(answer)]
+        self.attempt, self.calls = 0, []
         question = row.get("question", row.get("prompt", ""))
         self.question = question if isinstance(question, str) else str(question[-1].get("content", ""))
         self.inner = construct(self.inner_class, self.inner_kwargs, 1, seed)
-        return self.inner.reset({"answer": answer, **row})
+        return self.inner.reset(row)
 
     def _tool(self, call: ToolCall) -> str:
         try:
@@ -93,5 +96,5 @@ class Attempts:
             result = self._tool(call)
             self.calls.append((" ".join(map(str, [*call.args, *call.kwargs.values()])), result))
             return result, 0.0, False, info | {"tool": call.name}
-        correct = exact_match(action, self.reference)
+        correct = max(exact_match(action, reference) for reference in self.references)
         return self._close(correct, info | {"answer": True, "correct": bool(correct)})

@@ -112,3 +112,9 @@ def test_rule_reflection_says_what_was_searched_and_whether_it_was_found():
 def test_bad_environment_settings_are_refused(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         Attempts(**kwargs)
+
+
+def test_an_answer_list_accepts_any_of_its_answers():
+    env = Attempts(attempts=1, answer_column="golden_answers")
+    env.reset(prompt="Who?", golden_answers=["Ada Lovelace", "Lovelace"])
+    assert env.step("The answer is Lovelace.")[1:3] == (1.0, True)
