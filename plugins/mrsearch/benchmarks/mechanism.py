@@ -22,17 +22,14 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import torch
-
 from stackrl.blocks.env.search import Search
 from stackrl.rewards import exact_match
 from stackrl.run import build_trainer
-from stackrl.testing.benchmark import arguments, compare, one_thread
+from stackrl.testing.benchmark import LossAdvantages, arguments, compare, one_thread
 from stackrl.testing.heldout import recipe_config
 
 RECIPES = Path(__file__).resolve().parents[3] / "configs" / "recipes"
 RECIPE, PLAIN = RECIPES / "mrsearch-cpu.yaml", RECIPES / "env-search-cpu.yaml"
-ROW_INDEX = "stackrl_row"  # the host's column of each micro-batch row's index in the rollout (stackrl.trainer)
 
 
 TOOL_CALL = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)  # the tag grammar: any closed tag is a call
@@ -100,43 +97,22 @@ def reflection_shown(rollout, row: int) -> bool | None:
     return want in text[end : text.find(second[0].strip(), end)]
 
 
-class LossMonitor:
-    """Wraps the trainer's ``_compute_loss``: every micro-batch row's advantages compared with
-    :func:`hand_advantages` where the loss receives them, and each rollout's reflections checked once."""
+def checked(counts):
+    """The rollout's wanted advantages (:func:`hand_advantages`), its second attempts and reflections counted."""
 
-    def __init__(self, trainer):
-        self.trainer, self.original = trainer, trainer._compute_loss
-        self.seen, self.want = None, None
-        self.counts, self.notes = Counter(), []
-        trainer._compute_loss = self
+    def want(rollout):
+        if "env_turn_rewards" not in rollout.columns:
+            return None
+        tokens, rewards = hand_advantages(rollout)
+        counts["second_attempts"] += sum(len(r) > 1 for r in rewards)
+        counts["credited_rows"] += sum(any(row) for row in tokens)
+        for row in range(len(rollout)):
+            shown = reflection_shown(rollout, row)
+            if shown is not None:
+                counts["reflections_shown" if shown else "reflections_missing"] += 1
+        return tokens
 
-    def __call__(self, model, inputs):
-        rollout = self.trainer._rollouts["train"]
-        if "env_turn_rewards" in rollout.columns:
-            if rollout is not self.seen:
-                self.seen = rollout
-                self.want, rewards = hand_advantages(rollout)
-                self.counts["batches"] += 1
-                self.counts["second_attempts"] += sum(len(r) > 1 for r in rewards)
-                self.counts["credited_rows"] += sum(any(row) for row in self.want)
-                self.counts["attempt_spread_rows"] += sum(
-                    len({round(v, 6) for v in row if v}) > 1 for row in self.want)
-                for row in range(len(rollout)):
-                    shown = reflection_shown(rollout, row)
-                    if shown is False:
-                        self.counts["reflections_missing"] += 1
-                    elif shown:
-                        self.counts["reflections_shown"] += 1
-            for i, row in enumerate(inputs[ROW_INDEX].tolist()):
-                n = len(rollout.completion_ids[row])
-                received = inputs["advantages"][i]
-                received = received[:n] if received.dim() else received.expand(n)
-                self.counts["rows"] += 1
-                if not torch.allclose(received.detach().cpu().float(), torch.tensor(self.want[row]), atol=1e-5):
-                    self.counts["mismatches"] += 1
-                    if len(self.notes) < 5:
-                        self.notes.append((row, received[:n].tolist()[:24], self.want[row][:24]))
-        return self.original(model, inputs)
+    return want
 
 
 def run(seed: int = 0, steps: int = 1, overrides=(), folder=None, plugins: bool = True, check: bool = True) -> dict:
@@ -146,7 +122,8 @@ def run(seed: int = 0, steps: int = 1, overrides=(), folder=None, plugins: bool 
         config = recipe_config(RECIPE if plugins else PLAIN, plugins=True, seed=seed, steps=steps, output_dir=out,
                                overrides=overrides)
         trainer = build_trainer(config)
-        monitor = LossMonitor(trainer) if check else None
+        counts = Counter()
+        monitor = LossAdvantages(trainer, checked(counts)) if check else None
         trainer.train()
     log = trainer.state.log_history
 
@@ -158,7 +135,7 @@ def run(seed: int = 0, steps: int = 1, overrides=(), folder=None, plugins: bool 
     if plugins:
         result |= {"accuracy@1": last("mrsearch/accuracy@1"), "accuracy@2": last("mrsearch/accuracy@2")}
     if monitor:
-        result |= dict(monitor.counts, notes=monitor.notes)
+        result |= dict(monitor.counts + counts, notes=monitor.notes)
     return result
 
 
