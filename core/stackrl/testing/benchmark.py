@@ -258,7 +258,8 @@ class LossAdvantages:
                 received = inputs["advantages"][i]
                 received = received[:n] if received.dim() else received.expand(n)
                 self.counts["rows"] += 1
-                if not torch.allclose(received.detach().cpu().float(), torch.tensor(self.want[row]), atol=self.atol):
+                want = torch.tensor(self.want[row])
+                if not torch.allclose(received.detach().cpu().float(), want, atol=self.atol):
                     self.counts["mismatches"] += 1
                     if len(self.notes) < 5:
                         self.notes.append((row, received.tolist()[:24], self.want[row][:24]))

@@ -7,9 +7,10 @@ Two conventions, both run unchanged:
   tool call is the policy's final answer and ends the episode. A tool's result is shown as ``str(result)``, as TRL
   shows it.
 - **A text game's**: ``reset(**row)`` returns the first observation (or ``None``: the prompt alone) and
-  ``step(action) -> (observation, reward, done, info)``. A game for several players says how many in ``seats`` (an int, default 1) and whose move it is in
-  ``turn`` (an attribute or property, the seat index); its ``reward`` is then one number per seat (a list). A game
-  that lists ``legal_actions()`` can be played by the runner's random scripted opponent.
+  ``step(action) -> (observation, reward, done, info)``. A game for several players says how many in ``seats`` (an
+  int, default 1) and whose move it is in ``turn`` (an attribute or property, the seat index); its ``reward`` is
+  then one number per seat (a list). A game that lists ``legal_actions()`` can be played by the runner's random
+  scripted opponent.
 
 Either may name a ``seed`` parameter in ``reset``: it then gets the episode's seed, the same on every process.
 """
