@@ -128,3 +128,19 @@ def test_aux_models_prints_the_calls_per_distinct_request_and_the_step_time_rati
     assert figure(output, "calls_per_distinct_request") == 1.0
     assert figure(output, "requests_per_call") >= 1.0
     assert figure(output, "aux_judge_time_ratio") > 0
+
+
+def test_loss_advantages_compares_each_micro_batch_rows_advantages_with_the_wanted_ones():
+    from types import SimpleNamespace
+
+    from stackrl.testing.benchmark import LossAdvantages
+
+    rollout = SimpleNamespace(completion_ids=[[1, 2], [3]])
+    trainer = SimpleNamespace(_rollouts={"train": rollout}, _compute_loss=lambda model, inputs: "loss")
+    check = LossAdvantages(trainer, lambda r: [[1.0, 0.5], [2.0]])
+    assert trainer._compute_loss is check
+    # row 0 per token (padded to width 3), row 1 one scalar a row; then row 1 wrong
+    inputs = {"stackrl_row": torch.tensor([0, 1]), "advantages": torch.tensor([[1.0, 0.5, 9.0], [2.0, 0, 0]])}
+    assert check(None, inputs) == "loss"
+    check(None, {"stackrl_row": torch.tensor([1]), "advantages": torch.tensor([-2.0])})
+    assert dict(check.counts) == {"batches": 1, "rows": 3, "mismatches": 1} and check.notes == [(1, [-2.0], [2.0])]

@@ -93,3 +93,16 @@ def test_discounted_returns_by_hand():
 def test_turn_leave_one_out_compares_each_turn_with_the_same_turn_of_the_others():
     values = [[1.0, 2.0], [3.0], [2.0, 0.0, 5.0], [0.0]]
     assert turn_leave_one_out(values, 2) == [[-2.0, 0.0], [2.0], [2.0, 0.0, 0.0], [-2.0]]
+
+
+def test_a_game_may_start_without_a_first_observation():
+    from stackrl.blocks.env.protocol import Episode
+
+    class Silent:
+        def reset(self, **row):
+            return None
+
+        def step(self, action):
+            return "ok", 1.0, True, {}
+
+    assert Episode(Silent(), 1, 0).reset({"prompt": "Q"}) is None

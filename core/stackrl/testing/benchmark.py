@@ -251,3 +251,39 @@ def training_rollouts(tree: dict, measure: Callable[[object], dict], *, seed: in
         trainer.add_callback(Measure())
         trainer.train()
     return seen, trainer
+
+
+class LossAdvantages:
+    """Wraps a trainer's ``_compute_loss`` to check the per-token advantages where TRL's loss receives them: each
+    micro-batch row's against ``want(rollout)`` (each row's per-token advantages, computed once a training rollout;
+    ``None``: a rollout not checked), within ``atol``. ``counts`` holds ``batches`` (rollouts checked), ``rows`` and
+    ``mismatches``, and whatever ``want`` adds to it; ``notes`` the first five mismatches (row, received, wanted)."""
+
+    def __init__(self, trainer, want: Callable, atol: float = 1e-5):
+        from collections import Counter
+
+        from stackrl.trainer import ROW_INDEX
+
+        self.trainer, self.original, self.want_of, self.atol, self.row_index = (
+            trainer, trainer._compute_loss, want, atol, ROW_INDEX)
+        self.seen, self.want = None, None
+        self.counts, self.notes = Counter(), []
+        trainer._compute_loss = self
+
+    def __call__(self, model, inputs):
+        rollout = self.trainer._rollouts["train"]
+        if rollout is not self.seen:
+            self.seen, self.want = rollout, self.want_of(rollout)
+            self.counts["batches"] += self.want is not None
+        if self.want is not None:
+            for i, row in enumerate(inputs[self.row_index].tolist()):
+                n = len(rollout.completion_ids[row])
+                received = inputs["advantages"][i]
+                received = received[:n] if received.dim() else received.expand(n)
+                self.counts["rows"] += 1
+                want = torch.tensor(self.want[row])
+                if not torch.allclose(received.detach().cpu().float(), want, atol=self.atol):
+                    self.counts["mismatches"] += 1
+                    if len(self.notes) < 5:
+                        self.notes.append((row, received.tolist()[:24], self.want[row][:24]))
+        return self.original(model, inputs)

@@ -6,10 +6,11 @@ Two conventions, both run unchanged:
   method is a tool the policy calls, and an optional ``get_reward()`` scores the finished episode. A turn without a
   tool call is the policy's final answer and ends the episode. A tool's result is shown as ``str(result)``, as TRL
   shows it.
-- **A text game's**: ``reset(**row)`` returns the first observation and ``step(action) -> (observation, reward,
-  done, info)``. A game for several players says how many in ``seats`` (an int, default 1) and whose move it is in
-  ``turn`` (an attribute or property, the seat index); its ``reward`` is then one number per seat (a list). A game
-  that lists ``legal_actions()`` can be played by the runner's random scripted opponent.
+- **A text game's**: ``reset(**row)`` returns the first observation (or ``None``: the prompt alone) and
+  ``step(action) -> (observation, reward, done, info)``. A game for several players says how many in ``seats`` (an
+  int, default 1) and whose move it is in ``turn`` (an attribute or property, the seat index); its ``reward`` is
+  then one number per seat (a list). A game that lists ``legal_actions()`` can be played by the runner's random
+  scripted opponent.
 
 Either may name a ``seed`` parameter in ``reset``: it then gets the episode's seed, the same on every process.
 """
@@ -139,7 +140,7 @@ class Episode:
         if "seed" in inspect.signature(self.env.reset).parameters:
             kwargs["seed"] = self.seed
         first = self._call("reset", **kwargs)
-        return None if first is None and not self.game else _observation("reset", first)
+        return None if first is None else _observation("reset", first)
 
     def turn(self) -> int:
         """The seat to move."""
