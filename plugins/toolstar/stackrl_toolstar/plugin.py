@@ -1,6 +1,6 @@
 """Tool-Star: a hierarchical reward for multi-tool reasoning over the environment runner's episodes.
 
-Paper: Dong, Chen, Li, Jin, Zhao, Zhu, Zhou, Wen, Dou, "Tool-Star: Empowering LLM-Brained Multi-Tool Reasoner via
+Paper: Dong, Chen, Li, Jin, Qian, Zhu, Mao, Zhou, Dou, Wen, "Tool-Star: Empowering LLM-Brained Multi-Tool Reasoner via
 Reinforcement Learning" (arXiv 2505.16410; seed-000 catalogue line 187). Code followed: dongguanting/Tool-Star@d12222c
 (Tool_Star_RL/src/verl/verl/utils/reward_score/re_search.py). The cold-start SFT and the optional self-critic DPO
 stage are left out (README.md says why).
