@@ -287,3 +287,21 @@ class LossAdvantages:
                     if len(self.notes) < 5:
                         self.notes.append((row, received.tolist()[:24], self.want[row][:24]))
         return self.original(model, inputs)
+
+
+def trained_solution_figures(recipe, *, plugins: bool, seed: int, steps: int, overrides=()):
+    """Train the config file ``recipe`` (``plugins=False``: as plain GRPO) for ``steps`` steps on one thread,
+    measuring :func:`stackrl.testing.heldout.solution_figures` on the run's own pool before and after:
+    ``(before, after, trainer, answers)``, ``answers`` the pool's answer to each prompt."""
+    from stackrl.run import build_trainer
+    from stackrl.testing.heldout import recipe_config, solution_figures
+
+    with one_thread(), tempfile.TemporaryDirectory() as out:
+        trainer = build_trainer(recipe_config(recipe, plugins=plugins, seed=seed, steps=steps, output_dir=out,
+                                              overrides=overrides))
+        rows = trainer.train_dataset
+        prompts, answers, solutions = list(rows["prompt"]), list(rows["answer"]), list(rows["solution"])
+        before = solution_figures(trainer, prompts, solutions, answers)
+        trainer.train()
+        after = solution_figures(trainer, prompts, solutions, answers)
+    return before, after, trainer, dict(zip(prompts, answers))

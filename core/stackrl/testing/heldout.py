@@ -136,24 +136,6 @@ def greedy_accuracy(trainer, size: int, seed: int) -> float:
     return sum(exact_match(g.text, a) for g, a in zip(greedy, rows["answer"])) / size
 
 
-def trained_solution_figures(recipe, *, plugins: bool, seed: int, steps: int, overrides=()):
-    """Train the config file ``recipe`` (``plugins=False``: as plain GRPO) for ``steps`` steps on one thread,
-    measuring :func:`solution_figures` on the run's own pool before and after: ``(before, after, trainer, answers)``,
-    ``answers`` the pool's answer to each prompt."""
-    from stackrl.run import build_trainer
-    from stackrl.testing.benchmark import one_thread
-
-    with one_thread(), tempfile.TemporaryDirectory() as out:
-        trainer = build_trainer(recipe_config(recipe, plugins=plugins, seed=seed, steps=steps, output_dir=out,
-                                              overrides=overrides))
-        rows = trainer.train_dataset
-        prompts, answers, solutions = list(rows["prompt"]), list(rows["answer"]), list(rows["solution"])
-        before = solution_figures(trainer, prompts, solutions, answers)
-        trainer.train()
-        after = solution_figures(trainer, prompts, solutions, answers)
-    return before, after, trainer, dict(zip(prompts, answers))
-
-
 def train_and_measure(files, overrides=(), *, steps: int, heldout: int, seed: int) -> float:
     """Train the config ``files`` + ``overrides`` for ``steps`` steps; the greedy held-out accuracy after."""
     from stackrl.config import load_config

@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from stackrl.run import build_trainer
-from stackrl.testing.benchmark import one_thread
-from stackrl.testing.heldout import advantage_context, heldout_rollout, recipe_config, trained_solution_figures
+from stackrl.testing.benchmark import one_thread, trained_solution_figures
+from stackrl.testing.heldout import advantage_context, heldout_rollout, recipe_config
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "seedrl-cpu.yaml"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackrl.testing.heldout import trained_solution_figures
+from stackrl.testing.benchmark import trained_solution_figures
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "skillsd-cpu.yaml"
 
