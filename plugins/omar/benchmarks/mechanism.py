@@ -14,18 +14,15 @@ mean seat return the runner logged (``env/return``) over the first and the last 
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
 from pathlib import Path
 
-import torch
 import yaml
 
 from stackrl.run import build_trainer
-from stackrl.testing.benchmark import arguments, compare, one_thread
+from stackrl.testing.benchmark import LossAdvantages, arguments, compare, one_thread
 from stackrl.testing.heldout import recipe_config
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "recipes" / "omar-cpu.yaml"
-ROW_INDEX = "stackrl_row"  # the host's column of each micro-batch row's index in the rollout (stackrl.trainer)
 
 
 def hand_advantages(rollout, gamma: float = 1.0) -> list[list[float]]:
@@ -62,37 +59,22 @@ def hand_advantages(rollout, gamma: float = 1.0) -> list[list[float]]:
     return out
 
 
-class LossMonitor:
-    """Wraps the trainer's ``_compute_loss``: every micro-batch row's advantages compared with
-    :func:`hand_advantages` where the loss receives them."""
+def loss_monitor(trainer) -> LossAdvantages:
+    """Every micro-batch row's advantages compared with :func:`hand_advantages` where the loss receives them; the
+    counts add the rows whose turns got different advantages and the action tokens checked."""
 
-    def __init__(self, trainer):
-        self.trainer, self.original = trainer, trainer._compute_loss
-        self.seen, self.want = None, None
-        self.counts, self.notes = Counter(), []
-        trainer._compute_loss = self
+    def want(rollout):
+        if "env_turn_rewards" not in rollout.columns:
+            return None
+        hand = hand_advantages(rollout)
+        monitor.counts["turn_spread_rows"] += sum(
+            len({round(v, 6) for v, m in zip(row, mask) if m and v}) > 1 for row, mask in zip(hand, rollout.loss_mask)
+        )
+        monitor.counts["action_tokens"] += sum(map(sum, rollout.loss_mask))
+        return hand
 
-    def __call__(self, model, inputs):
-        rollout = self.trainer._rollouts["train"]
-        if "env_turn_rewards" in rollout.columns:
-            if rollout is not self.seen:
-                self.seen, self.want = rollout, hand_advantages(rollout)
-                self.counts["batches"] += 1
-                self.counts["turn_spread_rows"] += sum(
-                    len({round(v, 6) for v, m in zip(row, mask) if m and v}) > 1
-                    for row, mask in zip(self.want, rollout.loss_mask)
-                )
-            for i, row in enumerate(inputs[ROW_INDEX].tolist()):
-                n = len(rollout.completion_ids[row])
-                received = inputs["advantages"][i]
-                received = received[:n] if received.dim() else received.expand(n)
-                self.counts["rows"] += 1
-                self.counts["action_tokens"] += sum(rollout.loss_mask[row])
-                if not torch.allclose(received.detach().cpu().float(), torch.tensor(self.want[row]), atol=1e-5):
-                    self.counts["mismatches"] += 1
-                    if len(self.notes) < 5:
-                        self.notes.append((row, received[:n].tolist()[:24], self.want[row][:24]))
-        return self.original(model, inputs)
+    monitor = LossAdvantages(trainer, want)
+    return monitor
 
 
 def without_omar(folder: Path) -> Path:
@@ -112,7 +94,7 @@ def run(seed: int = 0, steps: int = 1, overrides=(), folder=None, plugins: bool 
         recipe = RECIPE if plugins else without_omar(Path(out))
         config = recipe_config(recipe, plugins=True, seed=seed, steps=steps, output_dir=out, overrides=overrides)
         trainer = build_trainer(config)
-        monitor = LossMonitor(trainer) if check else None
+        monitor = loss_monitor(trainer) if check else None
         trainer.train()
     returns = [entry["env/return"] for entry in trainer.state.log_history if "env/return" in entry]
     head, tail = returns[:3], returns[-3:]
